@@ -1,0 +1,402 @@
+"""Build the testbed's parts from Debian's packages, cached by the hash of their inputs.
+
+A part lives in $FLUSHLESS_CACHE/parts/NAME-KEY/ (default ~/.cache/flushless) with a
+manifest.json recording its inputs and versions. KEY hashes everything that goes in:
+package versions, our patches, config fragments, guest programs. A second build with the
+same inputs is a lookup; changing a patch builds again.
+"""
+
+import glob
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+
+from . import debian, tools
+from .cpio import write_gz
+from .progress import ToolError, capture, log, nproc, run_logged
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CACHE = os.environ.get("FLUSHLESS_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "flushless")
+
+XEN_SOURCE = "xen"
+XEN_UPSTREAM = "4.17.5"  # the counters patch is written against this release
+# Kconfig seeds merged into Xen's defaults: perf counters need EXPERT.
+XEN_CONFIG = ["CONFIG_EXPERT=y", "CONFIG_PERF_COUNTERS=y"]
+LINUX_IMAGE_META = "linux-image-amd64"
+LINUX_SOURCE = "linux-source-6.1"
+LINUX_CONFIG = os.path.join(REPO, "testbed", "linux", "flushless.config")
+# Modules Debian builds as =m that the guest needs (our own kernel has them built in).
+DEBIAN_MODULES = ["drivers/xen/xen-privcmd.ko", "drivers/xen/xenfs/xenfs.ko"]
+
+
+def _sha(h, item):
+    if isinstance(item, bytes):
+        h.update(item)
+    else:
+        h.update(str(item).encode())
+    h.update(b"\0")
+
+
+def file_list(pattern):
+    return sorted(glob.glob(os.path.join(REPO, pattern), recursive=True))
+
+
+def patches(kind):
+    return file_list("patches/%s/*.patch" % kind)
+
+
+class Part:
+    """One cached build product."""
+
+    name = None
+
+    def inputs(self):
+        """[(label, value)] where value is a string or a file path (hashed by content)."""
+        raise NotImplementedError
+
+    def _key(self):
+        h = hashlib.sha256()
+        for label, value in self.inputs():
+            _sha(h, label)
+            if label.startswith("file:"):
+                with open(value, "rb") as f:
+                    _sha(h, os.path.relpath(value, REPO))
+                    _sha(h, f.read())
+            else:
+                _sha(h, value)
+        return h.hexdigest()[:16]
+
+    @property
+    def key(self):
+        if not hasattr(self, "_cached_key"):
+            self._cached_key = self._key()
+        return self._cached_key
+
+    @property
+    def dir(self):
+        return os.path.join(CACHE, "parts", "%s-%s" % (self.name, self.key))
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def manifest(self):
+        with open(self.path("manifest.json")) as f:
+            return json.load(f)
+
+    def built(self):
+        return os.path.exists(self.path("manifest.json"))
+
+    def ensure(self):
+        """Build unless cached; return the part's directory."""
+        if self.built():
+            log("%s: cached (%s)" % (self.name, self.dir))
+            return self.dir
+        os.makedirs(os.path.join(CACHE, "parts"), exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix="%s-%s." % (self.name, self.key), dir=os.path.join(CACHE, "parts"))
+        try:
+            log("%s: building (key %s)" % (self.name, self.key))
+            info = self.build(tmp) or {}
+            info.update({"part": self.name, "key": self.key,
+                         "inputs": [[k, os.path.relpath(v, REPO) if k.startswith("file:") else v]
+                                    for k, v in self.inputs()]})
+            with open(os.path.join(tmp, "manifest.json"), "w") as f:
+                json.dump(info, f, indent=2)
+            if os.path.exists(self.dir):
+                shutil.rmtree(self.dir)
+            os.rename(tmp, self.dir)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        log("%s: built (%s)" % (self.name, self.dir))
+        return self.dir
+
+    def build(self, out):
+        raise NotImplementedError
+
+
+def downloads(*parts):
+    return os.path.join(CACHE, "downloads", *parts)
+
+
+def work_dir(name):
+    d = os.path.join(CACHE, "work", name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    return d
+
+
+def apply_patches(tree, series, logfile, label):
+    for p in series:
+        log("%s: applying %s" % (label, os.path.basename(p)))
+        run_logged(["patch", "-p1", "--forward", "--batch", "-i", p], logfile, "%s: patch %s"
+                   % (label, os.path.basename(p)), cwd=tree)
+
+
+def gcc_version():
+    return capture(["gcc", "-dumpfullversion"], "gcc --version").strip()
+
+
+class Xen(Part):
+    """Xen from Debian's source package, our patches on top, perf counters on."""
+
+    name = "xen"
+
+    def __init__(self, series=None):
+        self.series = patches("xen") if series is None else series
+
+    def version(self):
+        if not hasattr(self, "_version"):
+            self._version = debian.source_version(XEN_SOURCE, XEN_UPSTREAM)
+        return self._version
+
+    def inputs(self):
+        return ([("xen-source", self.version()), ("gcc", gcc_version()), ("config", " ".join(XEN_CONFIG))]
+                + [("file:patch", p) for p in self.series])
+
+    def build(self, out):
+        tools.require("dpkg-source", "gcc", "make", "flex", "bison", "python3", "patch")
+        dsc = debian.download_source(XEN_SOURCE, self.version(), downloads("xen"))
+        work = work_dir("xen")
+        tree = os.path.join(work, "src")
+        logfile = os.path.join(out, "build.log")
+        log("xen: unpacking %s" % os.path.basename(dsc))
+        run_logged(["dpkg-source", "--no-check", "-x", dsc, tree], logfile, "xen: dpkg-source")
+        apply_patches(tree, self.series, logfile, "xen")
+        with open(os.path.join(tree, "xen", ".config"), "w") as f:
+            f.write("\n".join(XEN_CONFIG) + "\n")
+        run_logged(["make", "-C", "xen", "olddefconfig"], logfile, "xen: config", cwd=tree)
+        with open(os.path.join(tree, "xen", ".config")) as f:
+            config = f.read()
+        for line in XEN_CONFIG:
+            if line not in config.splitlines():
+                raise ToolError("xen: %s did not stick in the config (Kconfig refused it)" % line)
+        run_logged(["make", "-C", "xen", "-j%d" % nproc()], logfile, "xen: build", cwd=tree,
+                   count=r"^\s+CC\s")
+        # QEMU's multiboot loader takes the ELF (xen/xen), not xen.gz: a gzip image hangs silently.
+        shutil.copy(os.path.join(tree, "xen", "xen"), os.path.join(out, "xen"))
+        shutil.copy(os.path.join(tree, "xen", ".config"), os.path.join(out, "config"))
+        shutil.copytree(os.path.join(tree, "xen", "include", "public"), os.path.join(out, "include", "public"))
+        shutil.rmtree(work)
+        return {"xen_source_version": self.version(), "patches": [os.path.basename(p) for p in self.series]}
+
+
+class Kernel(Part):
+    """A dom0 kernel: 'vmlinuz' plus modules the guest must load ('modules/*.ko')."""
+
+    def release(self):
+        return self.manifest()["release"]
+
+
+class DebianKernel(Kernel):
+    """Debian's prebuilt 6.1 kernel, as it is: the stock baseline."""
+
+    name = "linux-debian"
+
+    def package(self):
+        if not hasattr(self, "_pkg"):
+            deps = [d for d in debian.depends(LINUX_IMAGE_META) if d.startswith("linux-image-")]
+            if not deps:
+                raise ToolError("%s depends on no linux-image package" % LINUX_IMAGE_META)
+            self._pkg = (deps[0], debian.candidate(deps[0]))
+        return self._pkg
+
+    def inputs(self):
+        pkg, ver = self.package()
+        return [("package", pkg), ("version", ver)] + [("module", m) for m in DEBIAN_MODULES]
+
+    def build(self, out):
+        pkg, ver = self.package()
+        deb = debian.download_binary(pkg, ver, downloads("deb"))
+        with tempfile.TemporaryDirectory(dir=os.path.join(CACHE, "parts")) as tmp:
+            debian.extract_deb(deb, tmp)
+            vmlinuz = glob.glob(os.path.join(tmp, "boot", "vmlinuz-*"))
+            if len(vmlinuz) != 1:
+                raise ToolError("%s holds %d vmlinuz files, expected 1" % (deb, len(vmlinuz)))
+            release = os.path.basename(vmlinuz[0])[len("vmlinuz-"):]
+            shutil.copy(vmlinuz[0], os.path.join(out, "vmlinuz"))
+            shutil.copy(os.path.join(tmp, "boot", "config-" + release), os.path.join(out, "config"))
+            os.makedirs(os.path.join(out, "modules"))
+            for m in DEBIAN_MODULES:
+                src = os.path.join(tmp, "lib", "modules", release, "kernel", m)
+                if not os.path.exists(src):
+                    raise ToolError("%s has no %s" % (deb, m))
+                shutil.copy(src, os.path.join(out, "modules"))
+        return {"package": pkg, "version": ver, "release": release}
+
+
+class BuiltKernel(Kernel):
+    """linux-source-6.1 with patches/linux/ applied, x86_64_defconfig + xen.config + our fragment."""
+
+    name = "linux-built"
+
+    def __init__(self, series=None, jobs=None):
+        self.series = patches("linux") if series is None else series
+        self.jobs = jobs or nproc()
+
+    def version(self):
+        if not hasattr(self, "_version"):
+            self._version = debian.candidate(LINUX_SOURCE)
+        return self._version
+
+    def inputs(self):
+        return ([("linux-source", self.version()), ("gcc", gcc_version()), ("file:config", LINUX_CONFIG)]
+                + [("file:patch", p) for p in self.series])
+
+    def build(self, out):
+        tools.require("dpkg-deb", "gcc", "make", "flex", "bison", "bc", "patch", "xz")
+        deb = debian.download_binary(LINUX_SOURCE, self.version(), downloads("deb"))
+        work = work_dir("linux")
+        logfile = os.path.join(out, "build.log")
+        log("linux: unpacking %s (1.5 GB tree, about a minute)" % os.path.basename(deb))
+        tarball = "./usr/src/%s.tar.xz" % LINUX_SOURCE
+        run_logged(["sh", "-c", "dpkg-deb --fsys-tarfile '%s' | tar -xO '%s' | tar -xJ" % (deb, tarball)],
+                   logfile, "linux: unpack", cwd=work)
+        tree = os.path.join(work, LINUX_SOURCE)
+        apply_patches(tree, self.series, logfile, "linux")
+        env = dict(os.environ)
+        make = ["make", "-C", tree]
+        if tools.have("ccache"):
+            # Same compiler hits across work trees: hash relative paths only.
+            env.update(CCACHE_DIR=os.path.join(CACHE, "ccache"), CCACHE_BASEDIR=work, CCACHE_NOHASHDIR="true",
+                       CCACHE_MAXSIZE="5G")
+            make.append("CC=ccache gcc")
+        else:
+            log("linux: ccache not installed, rebuilds will be slow (apt-get install ccache)")
+        env.update(KBUILD_BUILD_TIMESTAMP="flushless", KBUILD_BUILD_USER="flushless", KBUILD_BUILD_HOST="testbed")
+        run_logged(make + ["x86_64_defconfig"], logfile, "linux: defconfig", env=env)
+        run_logged(make + ["xen.config"], logfile, "linux: xen.config", env=env)
+        run_logged([os.path.join(tree, "scripts", "kconfig", "merge_config.sh"), "-m", "-O", tree,
+                    os.path.join(tree, ".config"), LINUX_CONFIG], logfile, "linux: config fragment", cwd=tree, env=env)
+        run_logged(make + ["olddefconfig"], logfile, "linux: olddefconfig", env=env)
+        check_fragment(os.path.join(tree, ".config"), LINUX_CONFIG)
+        log("linux: compiling bzImage with %d jobs (10-15 min cold, about 1 min from ccache)" % self.jobs)
+        run_logged(make + ["-j%d" % self.jobs, "bzImage"], logfile, "linux: build", env=env,
+                   count=r"^\s+CC\s")
+        release = capture(make + ["-s", "kernelrelease"], "linux: kernelrelease", env=env).strip()
+        shutil.copy(os.path.join(tree, "arch", "x86", "boot", "bzImage"), os.path.join(out, "vmlinuz"))
+        shutil.copy(os.path.join(tree, ".config"), os.path.join(out, "config"))
+        shutil.copy(os.path.join(tree, "System.map"), os.path.join(out, "System.map"))
+        os.makedirs(os.path.join(out, "modules"))
+        shutil.rmtree(work)
+        return {"linux_source_version": self.version(), "release": release,
+                "patches": [os.path.basename(p) for p in self.series]}
+
+
+def check_fragment(config_path, fragment_path):
+    """Every line of the fragment must hold in the final .config: a silently dropped
+    option (a dependency missing) would build a kernel that is not what we asked for."""
+    with open(config_path) as f:
+        have = set(line.strip() for line in f)
+    lost = []
+    with open(fragment_path) as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("CONFIG_") and line not in have:
+                lost.append(line)
+            elif line.startswith("# CONFIG_") and line.endswith(" is not set"):
+                sym = line.split()[1]
+                if any(h.startswith(sym + "=") for h in have):
+                    lost.append(line)
+    if lost:
+        raise ToolError("linux: config fragment lines that did not stick: %s" % ", ".join(lost))
+
+
+class Busybox(Part):
+    name = "busybox"
+
+    def inputs(self):
+        return [("package", "busybox-static"), ("version", debian.candidate("busybox-static"))]
+
+    def build(self, out):
+        ver = dict(self.inputs())["version"]
+        deb = debian.download_binary("busybox-static", ver, downloads("deb"))
+        with tempfile.TemporaryDirectory(dir=os.path.join(CACHE, "parts")) as tmp:
+            debian.extract_deb(deb, tmp)
+            shutil.copy(os.path.join(tmp, "bin", "busybox"), os.path.join(out, "busybox"))
+        return {"busybox_version": ver}
+
+
+class Initramfs(Part):
+    """dom0's root: busybox, our init, the workloads and xenperfc, the kernel's modules."""
+
+    name = "initramfs"
+
+    def __init__(self, kernel, xen, busybox):
+        self.kernel, self.xen, self.busybox = kernel, xen, busybox
+
+    def inputs(self):
+        return ([("kernel", self.kernel.key), ("xen", self.xen.key), ("busybox", self.busybox.key),
+                 ("gcc", gcc_version())]
+                + [("file:workload", p) for p in file_list("workloads/*.[ch]") + file_list("workloads/Makefile")]
+                + [("file:guest", p) for p in file_list("testbed/guest/*")])
+
+    def build(self, out):
+        tools.require("gcc", "make")
+        for part in (self.kernel, self.xen, self.busybox):
+            part.ensure()
+        bindir = os.path.join(out, "bin")
+        logfile = os.path.join(out, "build.log")
+        run_logged(["make", "-C", os.path.join(REPO, "workloads"), "OUT=" + bindir], logfile, "workloads: build")
+        run_logged(["gcc", "-O2", "-static", "-Wall", "-Wextra", "-Werror", "-I", self.xen.path("include"),
+                    "-o", os.path.join(bindir, "xenperfc"), os.path.join(REPO, "testbed", "guest", "xenperfc.c")],
+                   logfile, "xenperfc: build")
+        guest = os.path.join(REPO, "testbed", "guest")
+
+        def fill(w):
+            for d in ("dev", "proc", "sys", "tmp", "run", "root", "sbin", "usr/bin", "usr/sbin"):
+                w.mkdir(d)
+            w.chardev("dev/console", 5, 1)
+            w.chardev("dev/null", 1, 3, 0o666)
+            w.add_path("bin/busybox", self.busybox.path("busybox"), 0o755)
+            w.symlink("bin/sh", "busybox")
+            w.add_path("init", os.path.join(guest, "init"), 0o755)
+            w.add_path("bin/measure", os.path.join(guest, "measure"), 0o755)
+            for prog in sorted(os.listdir(bindir)):
+                w.add_path("opt/flushless/bin/" + prog, os.path.join(bindir, prog), 0o755)
+            for mod in sorted(glob.glob(self.kernel.path("modules/*.ko"))):
+                w.add_path("lib/modules/" + os.path.basename(mod), mod, 0o644)
+
+        write_gz(os.path.join(out, "initramfs.cpio.gz"), fill)
+        shutil.rmtree(bindir)
+        return {"programs": sorted(os.listdir(os.path.join(REPO, "workloads")))}
+
+
+def kernel_part(which):
+    if which == "debian":
+        return DebianKernel()
+    if which == "built":
+        return BuiltKernel()
+    raise ToolError("unknown kernel '%s' (debian or built)" % which)
+
+
+class Parts:
+    """The set of parts one testbed boot needs."""
+
+    def __init__(self, kernel="debian"):
+        self.xen = Xen()
+        self.kernel = kernel_part(kernel)
+        self.busybox = Busybox()
+        self.initramfs = Initramfs(self.kernel, self.xen, self.busybox)
+
+    def ensure(self):
+        for part in (self.xen, self.kernel, self.busybox, self.initramfs):
+            part.ensure()
+        return self
+
+    def versions(self):
+        out = {}
+        for part in (self.xen, self.kernel, self.busybox):
+            m = part.manifest()
+            out[part.name] = {k: v for k, v in m.items() if k not in ("inputs", "part")}
+        return out
+
+
+def clean_stale():
+    """Remove half-built parts left by an interrupted build (names with a '.' suffix)."""
+    for d in glob.glob(os.path.join(CACHE, "parts", "*.*")):
+        if os.path.isdir(d):
+            shutil.rmtree(d, ignore_errors=True)
+
+

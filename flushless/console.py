@@ -1,0 +1,163 @@
+"""Drive a shell over a serial console: send commands, wait for markers, spot crashes.
+
+The console carries everything: Xen's own lines ("(XEN) ..."), the dom0 kernel's, and the
+shell's. Commands are bracketed by markers the shell prints with printf, split so that an
+echoed command line can never look like its own marker.
+"""
+
+import collections
+import re
+import threading
+import time
+
+# Lines that mean the machine is gone; the pattern names the crash in the error.
+CRASH_PATTERNS = [
+    (re.compile(r"Kernel panic - not syncing.*"), "dom0 kernel panic"),
+    (re.compile(r"\(XEN\) Panic on CPU \d+.*"), "Xen panic"),
+    (re.compile(r"\(XEN\) Hardware Dom0 crashed.*"), "dom0 crashed"),
+    (re.compile(r"\(XEN\) Domain 0 crashed.*"), "dom0 crashed"),
+    (re.compile(r"\bOops: .*|BUG: unable to handle .*"), "dom0 kernel oops"),
+]
+
+TAIL_LINES = 40
+
+
+class ConsoleError(Exception):
+    """A console operation failed; carries the last console lines for the message."""
+
+    def __init__(self, what, tail):
+        self.what = what
+        self.tail = tail
+        super().__init__(what)
+
+    def __str__(self):
+        lines = "\n".join("    " + line for line in self.tail)
+        return "%s\n  last %d console lines:\n%s" % (self.what, len(self.tail), lines)
+
+
+class ConsoleTimeout(ConsoleError):
+    pass
+
+
+class ConsoleCrash(ConsoleError):
+    pass
+
+
+class ConsoleClosed(ConsoleError):
+    pass
+
+
+class Console:
+    """Reads a byte stream in a thread; send() writes to the other end.
+
+    read_fn(n) -> bytes ('' at EOF) and write_fn(bytes) abstract the transport (QEMU's
+    stdio pipes in the testbed, a pty in the tests).
+    """
+
+    def __init__(self, read_fn, write_fn, log=None, chunk=32, chunk_delay=0.01):
+        self._read = read_fn
+        self._write = write_fn
+        self._log = log
+        self._chunk = chunk
+        self._chunk_delay = chunk_delay
+        self._buf = ""
+        self._pos = 0  # everything before this was consumed by expect()
+        self._scan = 0  # crash patterns were checked up to here
+        self._eof = False
+        self._cond = threading.Condition()
+        self._tail = collections.deque(maxlen=TAIL_LINES)
+        self._partial = ""
+        self._seq = 0
+        self._thread = threading.Thread(target=self._reader, name="console-reader", daemon=True)
+        self._thread.start()
+
+    def _reader(self):
+        while True:
+            try:
+                data = self._read(4096)
+            except OSError:
+                data = b""
+            if not data:
+                with self._cond:
+                    self._eof = True
+                    self._cond.notify_all()
+                return
+            text = data.decode("utf-8", "replace").replace("\r", "")
+            if self._log:
+                self._log.write(text)
+                self._log.flush()
+            with self._cond:
+                self._buf += text
+                lines = (self._partial + text).split("\n")
+                self._partial = lines.pop()
+                self._tail.extend(lines)
+                self._cond.notify_all()
+
+    def tail(self):
+        with self._cond:
+            out = list(self._tail)
+            if self._partial:
+                out.append(self._partial)
+        return out[-TAIL_LINES:]
+
+    def _check_crash(self):
+        # Only whole lines, scanned once each.
+        end = self._buf.rfind("\n") + 1
+        if end <= self._scan:
+            return
+        chunk = self._buf[self._scan:end]
+        self._scan = end
+        for pattern, what in CRASH_PATTERNS:
+            m = pattern.search(chunk)
+            if m:
+                raise ConsoleCrash("%s: %s" % (what, m.group(0).strip()), self.tail())
+
+    def expect(self, pattern, timeout, what=None):
+        """Wait for regex PATTERN after the last match; return the match."""
+        regex = re.compile(pattern) if isinstance(pattern, str) else pattern
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                self._check_crash()
+                m = regex.search(self._buf, self._pos)
+                if m:
+                    self._pos = m.end()
+                    return m
+                if self._eof:
+                    raise ConsoleClosed("console closed while waiting for %s" % (what or pattern), self.tail())
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ConsoleTimeout("no %s within %.0f s" % (what or repr(regex.pattern), timeout), self.tail())
+                self._cond.wait(min(left, 1.0))
+
+    def send(self, text):
+        """Write in small chunks: Xen's serial receive ring holds only a little input."""
+        data = text.encode()
+        for i in range(0, len(data), self._chunk):
+            self._write(data[i:i + self._chunk])
+            if self._chunk_delay:
+                time.sleep(self._chunk_delay)
+
+    def run(self, command, timeout):
+        """Run COMMAND in the shell; return (exit status, output lines without Xen's)."""
+        self._seq += 1
+        tag = "%d-%d" % (self._seq, int(time.monotonic() * 1000) % 100000)
+        self.send("printf '@@FL-%%s@@\\n' 'B%s'; %s\nprintf '@@FL-%%s %%d@@\\n' 'E%s' $?\n" % (tag, command, tag))
+        self.expect(r"@@FL-B%s@@\n" % re.escape(tag), timeout, what="start of '%s'" % command)
+        start = self._pos
+        m = self.expect(r"@@FL-E%s (\d+)@@" % re.escape(tag), timeout, what="end of '%s'" % command)
+        with self._cond:
+            body = self._buf[start:m.start()]
+            # Drop what is consumed so a long session does not grow without bound.
+            self._buf = self._buf[self._pos:]
+            self._scan = max(0, self._scan - self._pos)
+            self._pos = 0
+        lines = [line for line in body.split("\n") if not line.startswith("(XEN)")]
+        if lines and lines[-1] == "":
+            lines.pop()
+        return int(m.group(1)), lines
+
+    @property
+    def closed(self):
+        with self._cond:
+            return self._eof

@@ -1,0 +1,188 @@
+"""Boot Xen + PV dom0 under QEMU (TCG, q35, emulated VT-d) and drive dom0's shell.
+
+Every QEMU started here is ended here: on success, on error, on Ctrl-C or SIGTERM, and
+(through PR_SET_PDEATHSIG) when this process dies without a chance to clean up.
+"""
+
+import ctypes
+import dataclasses
+import os
+import signal
+import subprocess
+import time
+
+from . import tools
+from .console import Console, ConsoleError
+from .progress import ToolError, log
+
+QEMU = "qemu-system-x86_64"
+BOOT_TIMEOUT = 180  # seconds; a normal boot reaches the shell in 10-30 s, under -icount slower
+
+
+@dataclasses.dataclass
+class BootConfig:
+    xen: str  # Xen ELF image
+    kernel: str  # dom0 vmlinuz
+    initramfs: str
+    mode: str = "strict"  # dom0-iommu=strict (memory kept in sync with the IOMMU) or relaxed
+    caching_mode: bool = False  # VT-d CM bit: Xen then also flushes for maps into non-present entries
+    smp: int = 2
+    mem_mb: int = 3072
+    dom0_mem: str = "1G"
+    icount: bool = False  # guest time = executed instructions (1 ns each): repeatable timing
+    xen_args: tuple = ()
+    dom0_args: tuple = ()
+    qemu_args: tuple = ()
+
+    def __post_init__(self):
+        if self.mode not in ("strict", "relaxed"):
+            raise ToolError("mode must be strict or relaxed, not '%s'" % self.mode)
+        for f in (self.xen, self.kernel, self.initramfs):
+            if not os.path.exists(f):
+                raise ToolError("missing boot file %s (run 'flushless build')" % f)
+            if "," in f or " " in f:
+                raise ToolError("boot file path %s has a comma or space; QEMU's multiboot loader cannot take it" % f)
+
+    def xen_cmdline(self):
+        args = ["console=com1", "com1=115200,8n1", "dom0_mem=%s,max:%s" % (self.dom0_mem, self.dom0_mem),
+                "dom0_max_vcpus=%d" % self.smp, "iommu=verbose,on", "dom0-iommu=%s" % self.mode,
+                # TCG's SMAP emulation kills dom0 at about 5.6 s without this (#PF in create_bounce_frame).
+                "smap=0", "loglvl=all", "guest_loglvl=all", "noreboot"]
+        return " ".join(args + list(self.xen_args))
+
+    def dom0_cmdline(self):
+        return " ".join(["console=hvc0", "earlyprintk=xen", "nokaslr", "loglevel=4"] + list(self.dom0_args))
+
+    def qemu_argv(self):
+        iommu = "intel-iommu,intremap=on,caching-mode=%s" % ("on" if self.caching_mode else "off")
+        argv = [QEMU, "-accel", "tcg", "-machine", "q35,kernel-irqchip=split", "-cpu", "max",
+                "-device", iommu, "-m", str(self.mem_mb), "-smp", str(self.smp),
+                "-nodefaults", "-display", "none", "-no-reboot", "-monitor", "none",
+                "-serial", "stdio",
+                "-kernel", self.xen, "-append", self.xen_cmdline(),
+                "-initrd", "%s %s,%s" % (self.kernel, self.dom0_cmdline(), self.initramfs)]
+        if self.icount:
+            argv += ["-icount", "shift=0,sleep=off"]
+        return argv + list(self.qemu_args)
+
+
+def _die_with_parent():
+    # In the child before exec: if flushless dies (even by SIGKILL), the kernel kills QEMU.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    os.setsid()  # Ctrl-C reaches flushless, which then ends QEMU itself
+
+
+class _Terminated(BaseException):
+    pass
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated()
+
+
+class Testbed:
+    """A booted testbed: `with Testbed(cfg, log_path) as tb: tb.run("ls")`."""
+
+    def __init__(self, cfg, console_log):
+        self.cfg = cfg
+        self.console_log = console_log
+        self.proc = None
+        self.console = None
+        self.boot_seconds = None
+        self.release = None
+        self.boot_info = {}
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+    def start(self):
+        tools.require(QEMU)
+        os.makedirs(os.path.dirname(os.path.abspath(self.console_log)), exist_ok=True)
+        self._log = open(self.console_log, "w")
+        argv = self.cfg.qemu_argv()
+        self._log.write("# " + " ".join(argv) + "\n")
+        self._log.flush()
+        signal.signal(signal.SIGTERM, _on_sigterm)
+        t0 = time.monotonic()
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     preexec_fn=_die_with_parent, bufsize=0)
+        stdout, stdin = self.proc.stdout, self.proc.stdin
+
+        def write(data):
+            stdin.write(data)
+            stdin.flush()
+
+        self.console = Console(lambda n: os.read(stdout.fileno(), n), write, log=self._log)
+        log("booting Xen + dom0 (%s, caching mode %s, %d vCPUs%s); console log %s"
+            % (self.cfg.mode, "on" if self.cfg.caching_mode else "off", self.cfg.smp,
+               ", icount" if self.cfg.icount else "", self.console_log))
+        try:
+            self._wait_boot()
+        except ConsoleError as e:
+            err = self._qemu_stderr()
+            self.stop()
+            raise ToolError("testbed boot failed: %s%s" % (e, ("\n  QEMU said: " + err) if err else ""))
+        except BaseException:
+            self.stop()
+            raise
+        self.boot_seconds = time.monotonic() - t0
+        log("dom0 shell up after %.1f s (%s)" % (self.boot_seconds, self.release))
+
+    def _wait_boot(self):
+        c = self.console
+        c.expect(r"\(XEN\) Xen version 4\.17", 60, what="Xen's banner")
+        c.expect(r"\(XEN\) Intel VT-d Queued Invalidation enabled", 60, what="VT-d queued invalidation")
+        c.expect(r"\(XEN\) I/O virtualisation enabled", 60, what="Xen's IOMMU ('I/O virtualisation enabled')")
+        m = c.expect(r"FLUSHLESS-READY (\S+)", BOOT_TIMEOUT, what="dom0's shell")
+        self.release = m.group(1)
+        # insmod warnings print before READY; they are in the log. A missing privcmd shows at the first read.
+
+    def _qemu_stderr(self):
+        if not self.proc or self.proc.poll() is None:
+            return ""
+        try:
+            return self.proc.stderr.read().decode(errors="replace").strip()[-2000:]
+        except (OSError, ValueError):
+            return ""
+
+    def run(self, command, timeout=600):
+        """Run a dom0 shell command; return (status, output lines)."""
+        try:
+            return self.console.run(command, timeout)
+        except ConsoleError as e:
+            err = self._qemu_stderr()
+            raise ToolError("testbed: '%s' failed: %s%s" % (command, e, ("\n  QEMU said: " + err) if err else ""))
+
+    def check(self, command, timeout=600):
+        status, lines = self.run(command, timeout)
+        if status != 0:
+            raise ToolError("testbed: '%s' exited %d:\n%s" % (command, status, "\n".join("    " + x for x in lines[-40:])))
+        return lines
+
+    def stop(self):
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.terminate()
+                try:
+                    self.proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+            for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+                try:
+                    f.close()
+                except OSError:
+                    pass
+            self.proc = None
+        if getattr(self, "_log", None):
+            self._log.close()
+            self._log = None
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
