@@ -354,6 +354,8 @@ class Initramfs(Part):
             w.add_path("init", os.path.join(guest, "init"), 0o755)
             w.add_path("bin/measure", os.path.join(guest, "measure"), 0o755)
             for prog in sorted(os.listdir(bindir)):
+                if prog.endswith(".o"):
+                    continue
                 w.add_path("opt/flushless/bin/" + prog, os.path.join(bindir, prog), 0o755)
             for mod in sorted(glob.glob(self.kernel.path("modules/*.ko"))):
                 w.add_path("lib/modules/" + os.path.basename(mod), mod, 0o644)

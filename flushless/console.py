@@ -142,7 +142,8 @@ class Console:
         """Run COMMAND in the shell; return (exit status, output lines without Xen's)."""
         self._seq += 1
         tag = "%d-%d" % (self._seq, int(time.monotonic() * 1000) % 100000)
-        self.send("printf '@@FL-%%s@@\\n' 'B%s'; %s\nprintf '@@FL-%%s %%d@@\\n' 'E%s' $?\n" % (tag, command, tag))
+        # One line: a tty echoes it whole before the shell runs any of it.
+        self.send("printf '@@FL-%%s@@\\n' 'B%s'; %s; printf '@@FL-%%s %%d@@\\n' 'E%s' $?\n" % (tag, command, tag))
         self.expect(r"@@FL-B%s@@\n" % re.escape(tag), timeout, what="start of '%s'" % command)
         start = self._pos
         m = self.expect(r"@@FL-E%s (\d+)@@" % re.escape(tag), timeout, what="end of '%s'" % command)

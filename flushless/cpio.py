@@ -81,7 +81,7 @@ def write_gz(path, fill):
     fill(w)
     w.close()
     tmp = path + ".tmp"
-    with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as f:
+    with open(tmp, "wb") as raw, gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=6, mtime=0) as f:
         f.write(buf.getvalue())
     os.replace(tmp, path)
 

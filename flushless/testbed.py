@@ -33,6 +33,7 @@ class BootConfig:
     xen_args: tuple = ()
     dom0_args: tuple = ()
     qemu_args: tuple = ()
+    boot_timeout: float = BOOT_TIMEOUT
 
     def __post_init__(self):
         if self.mode not in ("strict", "relaxed"):
@@ -139,7 +140,7 @@ class Testbed:
         c.expect(r"\(XEN\) Xen version 4\.17", 60, what="Xen's banner")
         c.expect(r"\(XEN\) Intel VT-d Queued Invalidation enabled", 60, what="VT-d queued invalidation")
         c.expect(r"\(XEN\) I/O virtualisation enabled", 60, what="Xen's IOMMU ('I/O virtualisation enabled')")
-        m = c.expect(r"FLUSHLESS-READY (\S+)", BOOT_TIMEOUT, what="dom0's shell")
+        m = c.expect(r"FLUSHLESS-READY (\S+)", self.cfg.boot_timeout, what="dom0's shell")
         self.release = m.group(1)
         # insmod warnings print before READY; they are in the log. A missing privcmd shows at the first read.
 

@@ -1,0 +1,29 @@
+# flushless: see README.md.
+PYTHON ?= python3
+FLUSHLESS = $(PYTHON) -m flushless
+
+.PHONY: all deps build test test-unit test-testbed reproduce clean
+
+all: build
+
+deps:
+	bash testbed/install-deps.sh
+
+build: deps
+	$(FLUSHLESS) build
+
+# Everything: unit tests, native workloads, then the testbed (builds what is missing, boots).
+test: deps
+	$(PYTHON) -m pytest -v -p no:cacheprovider tests
+
+test-unit:
+	$(PYTHON) -m pytest -v -p no:cacheprovider -m "not testbed" tests
+
+test-testbed: deps
+	$(PYTHON) -m pytest -v -p no:cacheprovider -m testbed tests
+
+reproduce: deps
+	$(FLUSHLESS) reproduce
+
+clean:
+	rm -rf results report workloads/build

@@ -1,0 +1,209 @@
+"""flushless command line: build the testbed, run workloads on it or natively."""
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+
+from . import build, measure, workloads
+from .progress import ToolError, log
+from .testbed import BootConfig, Testbed
+
+EPILOG = """workloads: %s
+examples:
+  flushless build
+  flushless run forkbench --n 200 --mode strict --json
+  flushless run lat_proc --what exec --caching-mode on
+  flushless bench native""" % ", ".join(sorted(workloads.WORKLOADS))
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        raise workloads.UsageError(message)
+
+
+def add_boot_options(p):
+    g = p.add_argument_group("testbed")
+    g.add_argument("--mode", choices=("strict", "relaxed"), default="strict",
+                   help="dom0-iommu mode: strict keeps dom0's memory in sync with the IOMMU (default strict)")
+    g.add_argument("--caching-mode", choices=("on", "off"), default="off",
+                   help="VT-d caching mode of the emulated IOMMU (default off, as real hardware)")
+    g.add_argument("--kernel", choices=("debian", "built"), default="debian",
+                   help="dom0 kernel: Debian's prebuilt one, or linux-source-6.1 built with patches/linux (default debian)")
+    g.add_argument("--smp", type=int, default=2, choices=range(1, 9), metavar="N", help="vCPUs (default 2)")
+    g.add_argument("--icount", action="store_true",
+                   help="QEMU -icount shift=0,sleep=off: guest time counts executed instructions (repeatable timing)")
+    g.add_argument("--console-log", metavar="FILE", help="where the console goes (default: a temporary file)")
+
+
+def boot_config(args, parts):
+    return BootConfig(xen=parts.xen.path("xen"), kernel=parts.kernel.path("vmlinuz"),
+                      initramfs=parts.initramfs.path("initramfs.cpio.gz"), mode=args.mode,
+                      caching_mode=args.caching_mode == "on", smp=args.smp, icount=args.icount)
+
+
+def make_parser():
+    p = Parser(prog="flushless", description=__doc__, epilog=EPILOG,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=Parser)
+    sub.required = True
+
+    b = sub.add_parser("build", help="build (or report cached) every part of the testbed")
+    b.add_argument("--kernel", choices=("debian", "built", "all"), default="all",
+                   help="which dom0 kernel(s) to prepare (default all)")
+
+    r = sub.add_parser("run", help="boot the testbed, run a workload, print the IOMMU counts",
+                       usage="flushless run WORKLOAD [workload options] [--mode M] [--caching-mode C] [--json]",
+                       allow_abbrev=False)
+    r.add_argument("workload", help="one of: " + ", ".join(sorted(workloads.WORKLOADS)))
+    add_boot_options(r)
+    r.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+
+    s = sub.add_parser("shell", help="boot the testbed with its console on this terminal (quit: Ctrl-A x)")
+    add_boot_options(s)
+
+    n = sub.add_parser("bench", help="run workloads natively on the host")
+    n.add_argument("where", choices=("native",))
+    n.add_argument("workload", nargs="?", help="one workload (default: each with small settings)")
+    n.add_argument("--json", action="store_true")
+
+    sub.add_parser("workloads", help="list the workloads and their options")
+    return p
+
+
+def cmd_build(args):
+    kinds = ("debian", "built") if args.kernel == "all" else (args.kernel,)
+    for kind in kinds:
+        parts = build.Parts(kind).ensure()
+    for name, info in parts.versions().items():
+        log("%s: %s" % (name, {k: v for k, v in info.items() if k != "key"}))
+    return 0
+
+
+def cmd_run(args, rest):
+    w = workloads.get(args.workload)
+    wargs = w.check_args(rest)
+    parts = build.Parts(args.kernel).ensure()
+    cfg = boot_config(args, parts)
+    console_log = args.console_log or tempfile.mkstemp(prefix="flushless-console-", suffix=".log")[1]
+    with Testbed(cfg, console_log) as tb:
+        rec = measure.Session(tb).run(w.name, wargs)
+        rec.update({"mode": cfg.mode, "caching_mode": args.caching_mode, "kernel": args.kernel,
+                    "kernel_release": tb.release, "smp": cfg.smp, "icount": cfg.icount,
+                    "boot_seconds": round(tb.boot_seconds, 1), "console_log": console_log,
+                    "versions": parts.versions(),
+                    "timing": "guest wall clock under TCG%s" % (" -icount (1 ns per instruction)" if cfg.icount else
+                                                                  " (emulation time: compare within one boot)")})
+    if args.json:
+        print(json.dumps(rec, indent=2, sort_keys=True))
+    else:
+        print_table(rec)
+    return 0
+
+
+def print_table(rec):
+    print("%s %s: %d ops, dom0-iommu=%s, caching mode %s, kernel %s, %d vCPUs"
+          % (rec["workload"], " ".join(rec["args"]), rec["ops"], rec["mode"], rec["caching_mode"],
+             rec["kernel_release"], rec["smp"]))
+    print("  %-24s %12s %12s" % ("counter", "total", "per op"))
+    for k, v in rec["counters"].items():
+        print("  %-24s %12d %12.3f" % (k, v, rec["per_op"][k]))
+    print("  %-24s %12s %12.1f" % ("time_us", "", rec["per_op"]["time_us"]))
+    for row in rec["rows"]:
+        print("  " + " ".join("%s=%s" % kv for kv in row.items()))
+
+
+def cmd_shell(args):
+    parts = build.Parts(args.kernel).ensure()
+    argv = boot_config(args, parts).qemu_argv()
+    argv[argv.index("-serial") + 1] = "mon:stdio"
+    argv.remove("-monitor")
+    argv.remove("none")
+    log("console on this terminal; Ctrl-A x ends QEMU, Ctrl-A three times switches input to Xen")
+    os.execvp(argv[0], argv)
+
+
+def cmd_bench_native(args, rest):
+    out = tempfile.mkdtemp(prefix="flushless-native-")
+    subprocess.run(["make", "-s", "-C", os.path.join(build.REPO, "workloads"), "OUT=" + out], check=True)
+    if args.workload:
+        plan = [(args.workload, workloads.get(args.workload).check_args(rest))]
+    else:
+        if rest:
+            raise workloads.UsageError("workload options need a workload name")
+        plan = NATIVE_PLAN
+    recs = []
+    for name, wargs in plan:
+        cmd = [os.path.join(out, name)] + list(wargs)
+        log("native: %s" % " ".join(shlex.quote(c) for c in cmd))
+        res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if res.returncode != 0:
+            raise ToolError("%s exited %d: %s" % (name, res.returncode, res.stderr.strip()))
+        result, rows = workloads.parse_output(res.stdout.splitlines())
+        recs.append({"workload": name, "args": list(wargs), "result": result, "rows": rows, "where": "native"})
+    subprocess.run(["rm", "-rf", out])
+    if args.json:
+        print(json.dumps(recs, indent=2))
+    else:
+        for r in recs:
+            print("%s %s: %s" % (r["workload"], " ".join(r["args"]),
+                                 " ".join("%s=%s" % kv for kv in r["result"].items())))
+            for row in r["rows"]:
+                print("  " + " ".join("%s=%s" % kv for kv in row.items()))
+    return 0
+
+
+NATIVE_PLAN = [
+    ("forkbench", ["--n", "2000", "--warmup", "200"]),
+    ("forkbench", ["--n", "500", "--exec", "--warmup", "50"]),
+    ("lat_proc", ["--what", "fork", "--n", "500"]),
+    ("lat_proc", ["--what", "exec", "--n", "300"]),
+    ("lat_proc", ["--what", "shell", "--n", "200"]),
+    ("pagetable_bench", ["--n", "20"]),
+    ("tlb_bench", []),
+    ("forkdirty", ["--n", "50"]),
+]
+
+
+def cmd_workloads():
+    for name in sorted(workloads.WORKLOADS):
+        w = workloads.WORKLOADS[name]
+        print("%-16s %s" % (name, w.help))
+        print("%-16s %s" % ("", " ".join("--" + o.name + ("" if o.kind == "flag" else " " + o.kind.upper())
+                                         for o in w.opts)))
+    return 0
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    p = make_parser()
+    try:
+        args, rest = p.parse_known_args(argv)
+        if rest and args.cmd not in ("run", "bench"):
+            raise workloads.UsageError("unrecognized arguments: %s" % " ".join(rest))
+        if args.cmd == "build":
+            return cmd_build(args)
+        if args.cmd == "run":
+            return cmd_run(args, rest)
+        if args.cmd == "shell":
+            return cmd_shell(args)
+        if args.cmd == "bench":
+            return cmd_bench_native(args, rest)
+        return cmd_workloads()
+    except workloads.UsageError as e:
+        sys.stderr.write("flushless: %s\n" % e)
+        return 2
+    except ToolError as e:
+        sys.stderr.write("flushless: error: %s\n" % e)
+        return 1
+    except KeyboardInterrupt:
+        sys.stderr.write("flushless: interrupted; QEMU stopped\n")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""The workload programs (workloads/*.c): their options, and how to read their output.
+
+Options are checked here before anything boots, so a typo costs no 30-second boot. The
+programs check them again (tests/test_workloads.py keeps both lists the same).
+"""
+
+import argparse
+import dataclasses
+import re
+
+
+@dataclasses.dataclass
+class Opt:
+    name: str
+    kind: str = "int"  # int | flag | choice | list | path
+    lo: int = 0
+    hi: int = 2 ** 63
+    choices: tuple = ()
+    help: str = ""
+
+
+@dataclasses.dataclass
+class Workload:
+    name: str
+    help: str
+    opts: list
+    # Seconds one run may take on the testbed before it counts as stalled, from its args.
+    # Generous: TCG runs these 10-40x slower than the host; a stall is still caught.
+    timeout: object = lambda args: 1800
+
+    def parser(self):
+        p = argparse.ArgumentParser(prog="flushless run %s" % self.name, description=self.help, add_help=False,
+                                    exit_on_error=False, allow_abbrev=False)
+        for o in self.opts:
+            flag = "--" + o.name
+            if o.kind == "flag":
+                p.add_argument(flag, action="store_true", help=o.help)
+            else:
+                p.add_argument(flag, help=o.help)
+        return p
+
+    def check_args(self, argv):
+        """Validate ARGV against the options; return the argv to pass to the program."""
+        try:
+            ns, extra = self.parser().parse_known_args(argv)
+        except argparse.ArgumentError as e:
+            raise UsageError("%s: %s" % (self.name, e))
+        if extra:
+            raise UsageError("%s: unknown argument%s %s (options: %s)" % (
+                self.name, "s" if len(extra) > 1 else "", " ".join(extra),
+                " ".join("--" + o.name for o in self.opts)))
+        out = []
+        for o in self.opts:
+            v = getattr(ns, o.name.replace("-", "_"))
+            if v is None or v is False:
+                continue
+            if o.kind == "flag":
+                out.append("--" + o.name)
+                continue
+            if o.kind == "int":
+                if not re.fullmatch(r"\d+", v) or not o.lo <= int(v) <= o.hi:
+                    raise UsageError("%s: --%s takes a whole number from %d to %d, not '%s'"
+                                     % (self.name, o.name, o.lo, o.hi, v))
+            elif o.kind == "choice" and v not in o.choices:
+                raise UsageError("%s: --%s takes one of %s, not '%s'" % (self.name, o.name, ", ".join(o.choices), v))
+            elif o.kind == "list" and not re.fullmatch(r"\d+(,\d+)*", v):
+                raise UsageError("%s: --%s takes comma-separated numbers, not '%s'" % (self.name, o.name, v))
+            out += ["--" + o.name, v]
+        return out
+
+
+
+def _arg(argv, name, default):
+    """Value of option NAME in a checked argv, as int."""
+    for i, a in enumerate(argv):
+        if a == "--" + name and i + 1 < len(argv):
+            return int(argv[i + 1])
+    return default
+
+
+class UsageError(Exception):
+    pass
+
+
+N = Opt("n", lo=1, hi=10000000, help="repetitions")
+WARMUP = Opt("warmup", lo=0, hi=10000000, help="untimed repetitions first")
+HELLO = Opt("hello", kind="path", help="program to exec")
+
+WORKLOADS = {w.name: w for w in [
+    Workload("forkbench", "N x fork+exit, optionally exec, optionally with M MiB touched in the parent",
+             [N, Opt("exec", "flag", help="child execs hello"), HELLO,
+              Opt("touch-mb", lo=0, hi=4096, help="MiB the parent writes first"), WARMUP],
+),
+    Workload("lat_proc", "lmbench lat_proc: fork+exit, fork+execve, fork+/bin/sh -c",
+             [Opt("what", "choice", choices=("fork", "exec", "shell")), N, WARMUP, HELLO]),
+    Workload("pagetable_bench", "fork cost against resident memory (4 KB .. 128 MB)",
+             [Opt("min-kb", lo=4, hi=16777216), Opt("max-kb", lo=4, hi=16777216), N]),
+    Workload("tlb_bench", "access latency against map size (4 KB .. 256 MB), random page order",
+             [Opt("min-kb", lo=4, hi=16777216), Opt("max-kb", lo=4, hi=16777216),
+              Opt("accesses", lo=1, hi=10 ** 12), Opt("seed", lo=1, hi=2 ** 64 - 1)]),
+    Workload("churn", "the busy state: browser-like process trees at a target process rate",
+             [Opt("duration", lo=1, hi=86400), Opt("rate", lo=1, hi=100000), Opt("tabs", lo=1, hi=256),
+              Opt("libs", lo=0, hi=64), Opt("lib-kb", lo=1, hi=1048576), Opt("heap-kb", lo=0, hi=4194304),
+              Opt("report", lo=0, hi=86400)],
+             timeout=lambda a: 300 + 3 * _arg(a, "duration", 60)),
+    Workload("forkdirty", "fork after dirtying K PTEs in each page-table page",
+             [Opt("tables", lo=1, hi=65536), Opt("ptes", lo=1, hi=512), Opt("ptes-list", "list"), N]),
+]}
+
+
+def get(name):
+    if name not in WORKLOADS:
+        raise UsageError("unknown workload '%s' (workloads: %s)" % (name, ", ".join(sorted(WORKLOADS))))
+    return WORKLOADS[name]
+
+
+def parse_output(lines):
+    """Parse 'result k=v ...' and 'row k=v ...' lines; return (result dict, [row dicts])."""
+    result, rows = None, []
+    for line in lines:
+        kind, _, rest = line.partition(" ")
+        if kind not in ("result", "row"):
+            continue
+        rec = {}
+        for tok in rest.split():
+            k, eq, v = tok.partition("=")
+            if not eq:
+                raise ValueError("bad figure '%s' in line '%s'" % (tok, line))
+            rec[k] = _number(v)
+        if kind == "row":
+            rows.append(rec)
+        else:
+            result = rec
+    if result is None:
+        raise ValueError("no 'result' line in the workload's output")
+    for key in ("ops", "time_us"):
+        if key not in result:
+            raise ValueError("the result line has no %s=" % key)
+    return result, rows
+
+
+def _number(v):
+    try:
+        return int(v)
+    except ValueError:
+        try:
+            return float(v)
+        except ValueError:
+            return v

@@ -1,0 +1,38 @@
+"""Bad input to the CLI: a clear message and exit 2, before anything is built or booted."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from flushless.build import REPO
+
+
+def flushless(*args):
+    return subprocess.run([sys.executable, "-m", "flushless"] + list(args), cwd=REPO, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=60,
+                          env=dict(os.environ, FLUSHLESS_CACHE="/nonexistent/flushless-cache"))
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["run", "nosuch"], "unknown workload 'nosuch'"),
+    (["run", "forkbench", "--bogus"], "unknown argument --bogus"),
+    (["run", "forkbench", "--n", "x"], "whole number"),
+    (["run", "forkbench", "--mode", "lax"], "invalid choice: 'lax'"),
+    (["run", "forkbench", "--caching-mode", "maybe"], "invalid choice"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+    (["build", "--kernel", "mine"], "invalid choice"),
+    (["bench", "native", "nosuch"], "unknown workload"),
+])
+def test_bad_input_exits_2(args, msg):
+    res = flushless(*args)
+    assert res.returncode == 2, res.stderr
+    assert msg in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_bench_native_one_workload():
+    res = flushless("bench", "native", "forkbench", "--n", "20", "--json")
+    assert res.returncode == 0, res.stderr
+    assert '"ops": 20' in res.stdout

@@ -1,0 +1,80 @@
+"""The console driver against a real shell on a pty (echo on, unlike the testbed)."""
+
+import os
+import pty
+import subprocess
+import time
+
+import pytest
+
+from flushless.console import Console, ConsoleClosed, ConsoleCrash, ConsoleTimeout
+
+
+@pytest.fixture
+def shell():
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(["sh"], stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
+                            env={"PATH": os.environ["PATH"], "PS1": "$ "})
+    os.close(slave)
+
+    def read(n):
+        try:
+            return os.read(master, n)
+        except OSError:  # EIO once the shell is gone
+            return b""
+
+    con = Console(read, lambda d: os.write(master, d), chunk=8, chunk_delay=0.001)
+    yield con, proc
+    proc.kill()
+    proc.wait()
+    os.close(master)
+
+
+def test_run_returns_status_and_output(shell):
+    con, _ = shell
+    assert con.run("echo hello; echo world", 10) == (0, ["hello", "world"])
+    assert con.run("false", 10) == (1, [])
+    status, lines = con.run("printf 'a\\nb\\n'; exit_code() { return 3; }; exit_code", 10)
+    assert (status, lines) == (3, ["a", "b"])
+
+
+def test_output_that_looks_like_a_marker_does_not_end_the_command(shell):
+    con, _ = shell
+    status, lines = con.run("echo '@@FL-E1-2 0@@'; echo after", 10)
+    assert status == 0 and lines[-1] == "after"
+
+
+def test_xen_lines_are_dropped_from_output(shell):
+    con, _ = shell
+    status, lines = con.run("echo '(XEN) d0v1 something'; echo mine", 10)
+    assert lines == ["mine"]
+
+
+def test_long_command_is_sent_whole(shell):
+    con, _ = shell
+    word = "x" * 700
+    assert con.run("echo %s | wc -c" % word, 10) == (0, ["701"])
+
+
+def test_crash_line_raises_with_tail(shell):
+    con, _ = shell
+    with pytest.raises(ConsoleCrash) as e:
+        con.run("echo line-before; echo 'Kernel panic - not syncing: VFS: Unable to mount root'; sleep 30", 20)
+    assert "dom0 kernel panic" in str(e.value)
+    assert any("line-before" in x for x in e.value.tail)
+
+
+def test_timeout_raises_with_last_lines(shell):
+    con, _ = shell
+    t = time.monotonic()
+    with pytest.raises(ConsoleTimeout) as e:
+        con.run("echo started; sleep 30", 2)
+    assert time.monotonic() - t < 10
+    assert "no end of" in str(e.value) and "last" in str(e.value)
+    assert any("started" in x for x in e.value.tail)
+
+
+def test_closed_console_raises(shell):
+    con, proc = shell
+    with pytest.raises(ConsoleClosed):
+        con.run("exit 0", 10)

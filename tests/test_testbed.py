@@ -1,0 +1,123 @@
+"""Integration: build what is missing, boot Xen + dom0 under QEMU, count IOMMU work.
+
+Expected figures are the facts note's (stock Xen 4.17.5 + counters, strict, 2 vCPUs): about
+9 queued IOTLB invalidations per fork+exit and 20 per fork+exec+exit with caching mode off,
+twice that with caching mode on, none in relaxed mode.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from flushless import build, measure
+from flushless.build import REPO
+from flushless.progress import ToolError
+from flushless.testbed import BootConfig, Testbed
+
+pytestmark = pytest.mark.testbed
+
+
+@pytest.fixture(scope="module")
+def debian_parts():
+    return build.Parts("debian").ensure()
+
+
+@pytest.fixture(scope="module")
+def built_parts():
+    return build.Parts("built").ensure()
+
+
+def config(parts, **kw):
+    return BootConfig(xen=parts.xen.path("xen"), kernel=parts.kernel.path("vmlinuz"),
+                      initramfs=parts.initramfs.path("initramfs.cpio.gz"), **kw)
+
+
+def measure_boot(parts, tmp_path, runs, **kw):
+    with Testbed(config(parts, **kw), str(tmp_path / "console.log")) as tb:
+        assert tb.boot_seconds < 60, "boot took %.1f s" % tb.boot_seconds
+        session = measure.Session(tb)
+        recs = [session.run(name, argv) for name, argv in runs]
+        proc = tb.proc
+    assert tb.proc is None and proc.poll() is not None, "QEMU still running after the testbed closed"
+    return recs
+
+
+FORK = ("forkbench", ["--n", "200", "--warmup", "20"])
+EXEC = ("forkbench", ["--n", "50", "--exec", "--warmup", "5"])
+
+
+@pytest.fixture(scope="module")
+def strict_debian(debian_parts, tmp_path_factory):
+    return measure_boot(debian_parts, tmp_path_factory.mktemp("strict"), [FORK, EXEC], mode="strict")
+
+
+def test_strict_counts(strict_debian):
+    fork, exe = strict_debian
+    assert fork["ops"] == 200
+    assert 5 <= fork["per_op"]["qi_iotlb_inv"] <= 15, fork["per_op"]
+    # Each page-table page is unmapped (one flush each) when pinned, mapped back when freed.
+    assert abs(fork["per_op"]["iommu_unmap_type"] - fork["per_op"]["iommu_map_type"]) < 1
+    assert fork["per_op"]["qi_iotlb_inv"] >= fork["per_op"]["iommu_unmap_type"]
+    # Caching mode off: maps into non-present entries need no invalidation.
+    assert fork["per_op"]["qi_iotlb_inv_skipped"] == pytest.approx(fork["per_op"]["iommu_map_type"], abs=1)
+    assert 15 <= exe["per_op"]["qi_iotlb_inv"] <= 25, exe["per_op"]
+    assert fork["per_op"]["time_us"] > 0
+
+
+def test_relaxed_has_no_iommu_work(debian_parts, tmp_path):
+    fork, = measure_boot(debian_parts, tmp_path, [FORK], mode="relaxed")
+    assert fork["ops"] == 200
+    assert fork["counters"] == {k: 0 for k in measure.COUNTERS.values()}
+
+
+def test_caching_mode_doubles_invalidations(debian_parts, strict_debian, tmp_path):
+    fork, = measure_boot(debian_parts, tmp_path, [FORK], mode="strict", caching_mode=True)
+    ratio = fork["per_op"]["qi_iotlb_inv"] / strict_debian[0]["per_op"]["qi_iotlb_inv"]
+    assert 1.8 <= ratio <= 2.2, (fork["per_op"], strict_debian[0]["per_op"])
+    assert fork["counters"]["qi_iotlb_inv_skipped"] == 0
+
+
+def test_built_kernel_gives_the_same_counts(built_parts, strict_debian, tmp_path):
+    fork, exe = measure_boot(built_parts, tmp_path, [FORK, EXEC], mode="strict")
+    for ours, theirs in ((fork, strict_debian[0]), (exe, strict_debian[1])):
+        for key in ("qi_iotlb_inv", "iommu_unmap_type", "iommu_map_type"):
+            assert ours["per_op"][key] == pytest.approx(theirs["per_op"][key], rel=0.1), (key, ours, theirs)
+
+
+def test_panicking_boot_fails_with_console_tail(debian_parts, tmp_path):
+    # busybox as init prints its help and exits: the kernel panics ("Attempted to kill init").
+    cfg = config(debian_parts, dom0_args=("rdinit=/bin/busybox",), boot_timeout=120)
+    tb = Testbed(cfg, str(tmp_path / "console.log"))
+    t = time.monotonic()
+    with pytest.raises(ToolError) as e:
+        tb.start()
+    assert time.monotonic() - t < 120
+    assert "dom0 kernel panic" in str(e.value)
+    assert "last" in str(e.value) and "console lines" in str(e.value)
+    assert tb.proc is None
+
+
+def test_ctrl_c_ends_qemu(debian_parts, tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "flushless", "run", "forkbench", "--n", "1000000",
+                             "--console-log", str(tmp_path / "console.log")], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    qemu = None
+    try:
+        deadline = time.monotonic() + 120
+        for line in proc.stderr:
+            if "dom0: measure" in line:
+                break
+            assert time.monotonic() < deadline, "no boot within 120 s"
+        kids = subprocess.run(["pgrep", "-P", str(proc.pid), "qemu-system"], stdout=subprocess.PIPE, text=True)
+        qemu = int(kids.stdout.split()[0])
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    time.sleep(0.5)
+    assert qemu is not None and not os.path.exists("/proc/%d" % qemu), "QEMU %d survived Ctrl-C" % qemu
