@@ -85,6 +85,8 @@ def _on_sigterm(signum, frame):
 class Testbed:
     """A booted testbed: `with Testbed(cfg, log_path) as tb: tb.run("ls")`."""
 
+    __test__ = False  # not a pytest test class
+
     def __init__(self, cfg, console_log):
         self.cfg = cfg
         self.console_log = console_log
