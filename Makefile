@@ -12,8 +12,9 @@ deps:
 build: deps
 	$(FLUSHLESS) build
 
-# Everything: unit tests, native workloads, then the testbed (builds what is missing, boots).
-test: deps
+# Everything: unit tests, native workloads, the testbed. Builds first, outside pytest, so
+# a cold build (about 15 minutes) shows its progress.
+test: build
 	$(PYTHON) -m pytest -v -p no:cacheprovider tests
 
 test-unit:

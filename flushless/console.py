@@ -162,3 +162,10 @@ class Console:
     def closed(self):
         with self._cond:
             return self._eof
+
+    def wait_closed(self, timeout):
+        """Wait until the reader saw EOF; True if it did. Close the transport only
+        after this: a reader still blocked on a closed fd would read whatever
+        file reuses that fd number next."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()

@@ -35,8 +35,21 @@ def delta(before, after):
     return {k: (after[k] - before.get(k, 0)) % 2 ** 32 for k in after}
 
 
+# Counters of the semi-writable interface (patches/xen/0002); absent from a stock Xen.
+SEMI_WRITABLE_COUNTERS = {
+    "pv_iommu_unmap_skipped": "iommu_unmap_skipped",
+    "pv_iommu_map_skipped": "iommu_map_skipped",
+    "pv_semi_writable_mark": "semi_writable_mark",
+    "pv_semi_writable_unmark": "semi_writable_unmark",
+    "pv_semi_writable_refused": "semi_writable_refused",
+}
+
+# ptcache statistics that are gauges, not counters: reported as after-values.
+PTCACHE_GAUGES = ("_pool", "_in_use", "pool_pages")
+
+
 def split_sections(lines):
-    """measure's output -> (counters before, program output, counters after, status)."""
+    """measure's output -> ({section: lines}, status). Required: counters, output."""
     sections, cur, status = {}, None, None
     for line in lines:
         if line.startswith("@@status "):
@@ -52,25 +65,59 @@ def split_sections(lines):
             raise ValueError("measure printed no '%s' section" % name)
     if status is None:
         raise ValueError("measure printed no status")
-    return sections["counters-before"], sections["output"], sections["counters-after"], status
+    return sections, status
+
+
+def parse_stats(lines):
+    """'name value' lines where value may be a word (ptcache's 'ops none')."""
+    out = {}
+    for line in lines:
+        name, _, value = line.partition(" ")
+        out[name] = int(value) if value.lstrip("-").isdigit() else value
+    return out
+
+
+def ptcache_figures(before, after):
+    """ptcache stats: counters as deltas over the run, gauges as their after-values."""
+    b, a = parse_stats(before), parse_stats(after)
+    out = {}
+    for k, v in a.items():
+        if isinstance(v, int) and not k.endswith(PTCACHE_GAUGES):
+            out[k] = v - b.get(k, 0)
+        else:
+            out[k] = v
+    return out
 
 
 def figures(name, argv, lines):
     """Build the result record of one measured run from measure's output lines."""
-    before, output, after, status = split_sections(lines)
+    sections, status = split_sections(lines)
+    output = sections["output"]
     if status != 0:
         raise ToolError("%s exited %d in dom0:\n%s" % (name, status, "\n".join("    " + x for x in output[-30:])))
     result, rows = workloads.parse_output(output)
-    d = delta(parse_counters(before), parse_counters(after))
+    d = delta(parse_counters(sections["counters-before"]), parse_counters(sections["counters-after"]))
     missing = [c for c in COUNTERS if c not in d]
     if missing:
         raise ToolError("Xen has no counter %s: is patches/xen/0001 applied?" % ", ".join(missing))
     counters = {key: d[xen] for xen, key in COUNTERS.items()}
+    counters.update({key: d[xen] for xen, key in SEMI_WRITABLE_COUNTERS.items() if xen in d})
     ops = result["ops"]
     per_op = {k: (v / ops if ops else None) for k, v in counters.items()}
     per_op["time_us"] = result["time_us"]
-    return {"workload": name, "args": argv, "ops": ops, "counters": counters, "per_op": per_op,
-            "result": result, "rows": rows}
+    rec = {"workload": name, "args": argv, "ops": ops, "counters": counters, "per_op": per_op,
+           "result": result, "rows": rows}
+    if "ptcache-before" in sections and "ptcache-after" in sections:
+        rec["ptcache"] = ptcache_figures(sections["ptcache-before"], sections["ptcache-after"])
+    audit = parse_stats(sections.get("audit", []))
+    if "violations" in audit:
+        rec["audit"] = audit
+        rec["invariant_violations"] = audit["violations"]
+    return rec
+
+
+PTCACHE_SYSFS = "/sys/kernel/mm/ptcache"
+PTCACHE_TUNABLES = ("enabled", "ratio", "min_pages", "max_pages")
 
 
 class Session:
@@ -78,6 +125,42 @@ class Session:
 
     def __init__(self, testbed):
         self.tb = testbed
+
+    def has_ptcache(self):
+        status, _ = self.tb.run("test -d %s" % PTCACHE_SYSFS, timeout=30)
+        return status == 0
+
+    def ptcache_set(self, name, value):
+        """Write a ptcache tunable; return (ok, message). The kernel refuses bad values."""
+        if name not in PTCACHE_TUNABLES:
+            raise ToolError("no ptcache tunable '%s' (%s)" % (name, ", ".join(PTCACHE_TUNABLES)))
+        status, lines = self.tb.run("echo %s > %s/%s" % (shlex.quote(str(value)), PTCACHE_SYSFS, name), timeout=60)
+        return status == 0, " ".join(lines)
+
+    def ptcache_get(self, name):
+        return self.tb.check("cat %s/%s" % (PTCACHE_SYSFS, name), timeout=30)[0]
+
+    def configure_ptcache(self, settings):
+        """Apply {tunable: value}; a refused value is an error."""
+        if settings and not self.has_ptcache():
+            raise ToolError("the dom0 kernel has no ptcache (%s): use --kernel built" % PTCACHE_SYSFS)
+        for name, value in settings.items():
+            ok, msg = self.ptcache_set(name, value)
+            if not ok:
+                raise ToolError("dom0 refused ptcache %s=%s: %s" % (name, value, msg))
+
+    def warm_up(self, name, argv, ops):
+        """Run the workload unmeasured with --n OPS (pools and caches reach steady state)."""
+        w = workloads.get(name)
+        if not any(o.name == "n" for o in w.opts):
+            raise ToolError("%s has no --n: cannot warm up by operations" % name)
+        argv = [a for a in w.check_args(argv)]
+        if "--n" in argv:
+            i = argv.index("--n")
+            del argv[i:i + 2]
+        cmd = " ".join(shlex.quote(a) for a in [name] + argv + ["--n", str(ops)]) + " >/dev/null"
+        log("dom0: warm-up: %s" % cmd)
+        self.tb.check(cmd, timeout=w.timeout(argv))
 
     def run(self, name, argv):
         w = workloads.get(name)

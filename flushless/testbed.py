@@ -58,6 +58,8 @@ class BootConfig:
         iommu = "intel-iommu,intremap=on,caching-mode=%s" % ("on" if self.caching_mode else "off")
         argv = [QEMU, "-accel", "tcg", "-machine", "q35,kernel-irqchip=split", "-cpu", "max",
                 "-device", iommu, "-m", str(self.mem_mb), "-smp", str(self.smp),
+                # A DMA engine behind the IOMMU for the isolation test; idle otherwise.
+                "-device", "edu,dma_mask=0xffffffffffffffff",
                 "-nodefaults", "-display", "none", "-no-reboot", "-monitor", "none",
                 "-serial", "stdio",
                 "-kernel", self.xen, "-append", self.xen_cmdline(),
@@ -177,6 +179,8 @@ class Testbed:
                 except subprocess.TimeoutExpired:
                     self.proc.kill()
                     self.proc.wait()
+            if self.console is not None:
+                self.console.wait_closed(10)
             for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
                 try:
                     f.close()

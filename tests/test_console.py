@@ -2,6 +2,7 @@
 
 import os
 import pty
+import signal
 import subprocess
 import time
 
@@ -25,8 +26,10 @@ def shell():
 
     con = Console(read, lambda d: os.write(master, d), chunk=8, chunk_delay=0.001)
     yield con, proc
-    proc.kill()
+    os.killpg(proc.pid, signal.SIGKILL)  # the shell and what it started (sleep)
     proc.wait()
+    # Close only once the reader is done, or it reads the next file on this fd.
+    assert con.wait_closed(10)
     os.close(master)
 
 

@@ -2,7 +2,9 @@
 
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 
 import pytest
 
@@ -11,15 +13,18 @@ from flushless.build import REPO
 
 
 @pytest.fixture(scope="module")
-def bindir(tmp_path_factory):
-    out = tmp_path_factory.mktemp("workloads")
+def bindir():
+    # Not tmp_path_factory: its directories rotate across concurrent pytest sessions.
+    out = tempfile.mkdtemp(prefix="flushless-workloads-")
     subprocess.run(["make", "-s", "-C", os.path.join(REPO, "workloads"), "OUT=%s" % out], check=True)
-    return out
+    yield out
+    shutil.rmtree(out, ignore_errors=True)
 
 
 @pytest.mark.parametrize("name", sorted(workloads.WORKLOADS))
 def test_options_match_program_help(bindir, name):
-    res = subprocess.run([str(bindir / name), "--help"], stdout=subprocess.PIPE, text=True, check=True)
+    res = subprocess.run([os.path.join(bindir, name), "--help"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert res.returncode == 0 and res.stdout, (res.returncode, res.stdout, res.stderr)
     theirs = set(re.findall(r"^  --([a-z-]+)", res.stdout, re.M)) - {"help"}
     ours = set(o.name for o in workloads.WORKLOADS[name].opts)
     assert ours == theirs

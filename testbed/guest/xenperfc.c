@@ -13,64 +13,14 @@
  * Built against the public headers of the Xen tree being tested, so the
  * sysctl interface version always matches the hypervisor.
  */
-#define __XEN_TOOLS__ 1
-#include <errno.h>
-#include <fcntl.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/ioctl.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
-#include <public/xen.h>
-#include <public/sysctl.h>
-
-/* From Linux's include/uapi/xen/privcmd.h. */
-struct privcmd_hypercall {
-	uint64_t op;
-	uint64_t arg[5];
-};
-#define IOCTL_PRIVCMD_HYPERCALL \
-	_IOC(_IOC_NONE, 'P', 0, sizeof(struct privcmd_hypercall))
-
-static int privcmd_fd = -1;
-
-/*
- * Xen copies hypercall buffers from the caller's address space: they must be
- * present while it runs, so allocate them page-aligned and lock them.
- */
-static void *hcall_buf(size_t size)
-{
-	void *p = mmap(NULL, size ? size : 1, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	if (p == MAP_FAILED || mlock(p, size ? size : 1)) {
-		perror("xenperfc: hypercall buffer");
-		exit(1);
-	}
-	memset(p, 0, size);
-	return p;
-}
-
-static int do_sysctl(struct xen_sysctl *sysctl)
-{
-	struct privcmd_hypercall call = {
-		.op = __HYPERVISOR_sysctl,
-		.arg[0] = (uint64_t)(uintptr_t)sysctl,
-	};
-
-	sysctl->interface_version = XEN_SYSCTL_INTERFACE_VERSION;
-	return ioctl(privcmd_fd, IOCTL_PRIVCMD_HYPERCALL, &call);
-}
+#include "privcmd.h"
 
 static int perfc_op(uint32_t cmd, xen_sysctl_perfc_desc_t *desc,
 		    xen_sysctl_perfc_val_t *val, uint32_t *nr_counters,
 		    uint32_t *nr_vals)
 {
 	struct xen_sysctl *sysctl = hcall_buf(sizeof(*sysctl));
-	int rc;
+	long rc;
 
 	sysctl->cmd = XEN_SYSCTL_perfc_op;
 	sysctl->u.perfc_op.cmd = cmd;
@@ -82,7 +32,8 @@ static int perfc_op(uint32_t cmd, xen_sysctl_perfc_desc_t *desc,
 		*nr_vals = sysctl->u.perfc_op.nr_vals;
 	}
 	munmap(sysctl, sizeof(*sysctl));
-	return rc;
+	errno = rc < 0 ? -rc : 0;
+	return rc ? -1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -104,13 +55,7 @@ int main(int argc, char **argv)
 		}
 	}
 
-	privcmd_fd = open("/dev/xen/privcmd", O_RDWR | O_CLOEXEC);
-	if (privcmd_fd < 0)
-		privcmd_fd = open("/proc/xen/privcmd", O_RDWR | O_CLOEXEC);
-	if (privcmd_fd < 0) {
-		perror("xenperfc: /dev/xen/privcmd (is this a Xen dom0 with privcmd?)");
-		return 1;
-	}
+	privcmd_open("xenperfc");
 
 	/* First call sizes the arrays, second fills them. */
 	if (perfc_op(XEN_SYSCTL_PERFCOP_query, NULL, NULL, &nr_counters, &nr_vals)) {
