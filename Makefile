@@ -2,7 +2,7 @@
 PYTHON ?= python3
 FLUSHLESS = $(PYTHON) -m flushless
 
-.PHONY: all deps build test test-unit test-testbed reproduce clean
+.PHONY: all deps build test test-unit test-testbed check-series reproduce clean
 
 all: build
 
@@ -22,6 +22,10 @@ test-unit:
 
 test-testbed: deps
 	$(PYTHON) -m pytest -v -p no:cacheprovider -m testbed tests
+
+# Each patch of both series builds on its own (a few minutes with ccache warm).
+check-series: deps
+	$(FLUSHLESS) build --each-patch
 
 reproduce: deps
 	$(FLUSHLESS) reproduce

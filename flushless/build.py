@@ -330,7 +330,9 @@ class Initramfs(Part):
         return ([("kernel", self.kernel.key), ("xen", self.xen.key), ("busybox", self.busybox.key),
                  ("gcc", gcc_version())]
                 + [("file:workload", p) for p in file_list("workloads/*.[ch]") + file_list("workloads/Makefile")]
-                + [("file:guest", p) for p in file_list("testbed/guest/*")])
+                + [("file:guest", p) for p in file_list("testbed/guest/*")]
+                # Cheap to rebuild, so its recipe is an input too.
+                + [("file:recipe", p) for p in file_list("flushless/build.py") + file_list("flushless/cpio.py")])
 
     def build(self, out):
         tools.require("gcc", "make")

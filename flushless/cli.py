@@ -32,12 +32,33 @@ def add_boot_options(p):
                    help="dom0-iommu mode: strict keeps dom0's memory in sync with the IOMMU (default strict)")
     g.add_argument("--caching-mode", choices=("on", "off"), default="off",
                    help="VT-d caching mode of the emulated IOMMU (default off, as real hardware)")
-    g.add_argument("--kernel", choices=("debian", "built"), default="debian",
-                   help="dom0 kernel: Debian's prebuilt one, or linux-source-6.1 built with patches/linux (default debian)")
+    g.add_argument("--kernel", choices=("debian", "built"), default=None,
+                   help="dom0 kernel: Debian's prebuilt one, or linux-source-6.1 built with patches/linux "
+                        "(default debian; built when --cache or a ptcache tunable is given)")
     g.add_argument("--smp", type=int, default=2, choices=range(1, 9), metavar="N", help="vCPUs (default 2)")
     g.add_argument("--icount", action="store_true",
                    help="QEMU -icount shift=0,sleep=off: guest time counts executed instructions (repeatable timing)")
     g.add_argument("--console-log", metavar="FILE", help="where the console goes (default: a temporary file)")
+
+
+def resolve_kernel(args):
+    wants_cache = getattr(args, "cache", None) is not None or ptcache_settings(args)
+    if args.kernel is None:
+        args.kernel = "built" if wants_cache else "debian"
+    elif args.kernel == "debian" and wants_cache:
+        raise workloads.UsageError("--cache and the ptcache tunables need --kernel built (Debian's kernel has no ptcache)")
+
+
+def ptcache_settings(args):
+    """The ptcache tunables asked for on the command line, in the order to apply them."""
+    out = {}
+    for name in ("ratio", "min_pages", "max_pages"):
+        v = getattr(args, "ptcache_" + name, None)
+        if v is not None:
+            out[name] = v
+    if getattr(args, "cache", None) is not None:
+        out["enabled"] = 1 if args.cache == "on" else 0
+    return out
 
 
 def boot_config(args, parts):
@@ -55,12 +76,23 @@ def make_parser():
     b = sub.add_parser("build", help="build (or report cached) every part of the testbed")
     b.add_argument("--kernel", choices=("debian", "built", "all"), default="all",
                    help="which dom0 kernel(s) to prepare (default all)")
+    b.add_argument("--each-patch", action="store_true",
+                   help="also build Xen and the kernel at every prefix of their patch series "
+                        "(each patch must build on its own)")
 
     r = sub.add_parser("run", help="boot the testbed, run a workload, print the IOMMU counts",
                        usage="flushless run WORKLOAD [workload options] [--mode M] [--caching-mode C] [--json]",
                        allow_abbrev=False)
     r.add_argument("workload", help="one of: " + ", ".join(sorted(workloads.WORKLOADS)))
     add_boot_options(r)
+    c = r.add_argument_group("page-table page cache (patches/linux; implies --kernel built)")
+    c.add_argument("--cache", choices=("on", "off"),
+                   help="switch /sys/kernel/mm/ptcache/enabled before the workload")
+    c.add_argument("--ptcache-ratio", type=int, metavar="N", help="pool:in-use ratio before giving pages back")
+    c.add_argument("--ptcache-min-pages", type=int, metavar="N", help="pool + in-use floor before giving back")
+    c.add_argument("--ptcache-max-pages", type=int, metavar="N", help="cap on all pools together")
+    r.add_argument("--warm-up-ops", type=int, metavar="N", default=0,
+                   help="run the workload unmeasured with --n N first (default 0)")
     r.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
     s = sub.add_parser("shell", help="boot the testbed with its console on this terminal (quit: Ctrl-A x)")
@@ -79,22 +111,38 @@ def cmd_build(args):
     kinds = ("debian", "built") if args.kernel == "all" else (args.kernel,)
     for kind in kinds:
         parts = build.Parts(kind).ensure()
-    for name, info in parts.versions().items():
-        log("%s: %s" % (name, {k: v for k, v in info.items() if k != "key"}))
+        for name, info in parts.versions().items():
+            log("%s: %s" % (name, {k: v for k, v in info.items() if k not in ("key", "inputs")}))
+    if args.each_patch:
+        for kind, part_class in (("xen", build.Xen), ("linux", build.BuiltKernel)):
+            series = build.patches(kind)
+            for k in range(1, len(series)):
+                log("%s: building with the first %d of %d patches" % (kind, k, len(series)))
+                part_class(series=series[:k]).ensure()
+        log("every prefix of patches/xen and patches/linux builds")
     return 0
 
 
 def cmd_run(args, rest):
     w = workloads.get(args.workload)
     wargs = w.check_args(rest)
+    resolve_kernel(args)
+    if args.warm_up_ops < 0:
+        raise workloads.UsageError("--warm-up-ops takes a number of operations, not %d" % args.warm_up_ops)
+    settings = ptcache_settings(args)
     parts = build.Parts(args.kernel).ensure()
     cfg = boot_config(args, parts)
     console_log = args.console_log or tempfile.mkstemp(prefix="flushless-console-", suffix=".log")[1]
     with Testbed(cfg, console_log) as tb:
-        rec = measure.Session(tb).run(w.name, wargs)
+        session = measure.Session(tb)
+        session.configure_ptcache(settings)
+        if args.warm_up_ops:
+            session.warm_up(w.name, wargs, args.warm_up_ops)
+        rec = session.run(w.name, wargs)
+        rec.update({"cache": args.cache, "ptcache_settings": settings, "warm_up_ops": args.warm_up_ops})
         rec.update({"mode": cfg.mode, "caching_mode": args.caching_mode, "kernel": args.kernel,
                     "kernel_release": tb.release, "smp": cfg.smp, "icount": cfg.icount,
-                    "boot_seconds": round(tb.boot_seconds, 1), "console_log": console_log,
+                    "boot_seconds": round(tb.boot_seconds, 1), "boot_attempts": tb.boot_attempts, "console_log": console_log,
                     "versions": parts.versions(),
                     "timing": "guest wall clock under TCG%s" % (" -icount (1 ns per instruction)" if cfg.icount else
                                                                   " (emulation time: compare within one boot)")})
@@ -113,11 +161,19 @@ def print_table(rec):
     for k, v in rec["counters"].items():
         print("  %-24s %12d %12.3f" % (k, v, rec["per_op"][k]))
     print("  %-24s %12s %12.1f" % ("time_us", "", rec["per_op"]["time_us"]))
+    if "invariant_violations" in rec:
+        print("  %-24s %12d" % ("invariant_violations", rec["invariant_violations"]))
+    pt = rec.get("ptcache")
+    if pt:
+        print("  ptcache (%s): %s" % ("on" if rec.get("cache") == "on" else "as booted", " ".join(
+            "%s=%s" % (k, pt[k]) for k in ("pte_hits", "pte_misses", "pte_pool", "pte_in_use", "pool_pages")
+            if k in pt)))
     for row in rec["rows"]:
         print("  " + " ".join("%s=%s" % kv for kv in row.items()))
 
 
 def cmd_shell(args):
+    resolve_kernel(args)
     parts = build.Parts(args.kernel).ensure()
     argv = boot_config(args, parts).qemu_argv()
     argv[argv.index("-serial") + 1] = "mon:stdio"

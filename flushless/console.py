@@ -68,6 +68,7 @@ class Console:
         self._tail = collections.deque(maxlen=TAIL_LINES)
         self._partial = ""
         self._seq = 0
+        self.xen_lines = []
         self._thread = threading.Thread(target=self._reader, name="console-reader", daemon=True)
         self._thread.start()
 
@@ -154,6 +155,8 @@ class Console:
             self._scan = max(0, self._scan - self._pos)
             self._pos = 0
         lines = [line for line in body.split("\n") if not line.startswith("(XEN)")]
+        # Xen's own lines while the command ran: its reports (IOMMU faults, ...).
+        self.xen_lines = [line for line in body.split("\n") if line.startswith("(XEN)")]
         if lines and lines[-1] == "":
             lines.pop()
         return int(m.group(1)), lines

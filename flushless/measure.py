@@ -165,7 +165,7 @@ class Session:
     def run(self, name, argv):
         w = workloads.get(name)
         argv = w.check_args(argv)
-        cmd = "measure " + " ".join(shlex.quote(a) for a in [name] + argv)
+        cmd = "measure " + ("-s " if w.sync else "") + " ".join(shlex.quote(a) for a in [name] + argv)
         log("dom0: %s" % cmd)
         t0 = time.monotonic()
         status, lines = self.tb.run(cmd, timeout=w.timeout(argv))

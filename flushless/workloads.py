@@ -27,6 +27,8 @@ class Workload:
     # Seconds one run may take on the testbed before it counts as stalled, from its args.
     # Generous: TCG runs these 10-40x slower than the host; a stall is still caught.
     timeout: object = lambda args: 1800
+    # Calls measure_point() after set-up and warm-up: counters then cover timed ops only.
+    sync: bool = False
 
     def parser(self):
         p = argparse.ArgumentParser(prog="flushless run %s" % self.name, description=self.help, add_help=False,
@@ -89,10 +91,9 @@ HELLO = Opt("hello", kind="path", help="program to exec")
 WORKLOADS = {w.name: w for w in [
     Workload("forkbench", "N x fork+exit, optionally exec, optionally with M MiB touched in the parent",
              [N, Opt("exec", "flag", help="child execs hello"), HELLO,
-              Opt("touch-mb", lo=0, hi=4096, help="MiB the parent writes first"), WARMUP],
-),
+              Opt("touch-mb", lo=0, hi=4096, help="MiB the parent writes first"), WARMUP], sync=True),
     Workload("lat_proc", "lmbench lat_proc: fork+exit, fork+execve, fork+/bin/sh -c",
-             [Opt("what", "choice", choices=("fork", "exec", "shell")), N, WARMUP, HELLO]),
+             [Opt("what", "choice", choices=("fork", "exec", "shell")), N, WARMUP, HELLO], sync=True),
     Workload("pagetable_bench", "fork cost against resident memory (4 KB .. 128 MB)",
              [Opt("min-kb", lo=4, hi=16777216), Opt("max-kb", lo=4, hi=16777216), N]),
     Workload("tlb_bench", "access latency against map size (4 KB .. 256 MB), random page order",

@@ -47,10 +47,11 @@ def test_output_that_looks_like_a_marker_does_not_end_the_command(shell):
     assert status == 0 and lines[-1] == "after"
 
 
-def test_xen_lines_are_dropped_from_output(shell):
+def test_xen_lines_are_kept_apart_from_output(shell):
     con, _ = shell
     status, lines = con.run("echo '(XEN) d0v1 something'; echo mine", 10)
     assert lines == ["mine"]
+    assert con.xen_lines == ["(XEN) d0v1 something"]
 
 
 def test_long_command_is_sent_whole(shell):

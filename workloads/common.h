@@ -105,6 +105,14 @@ void touch_pages(void *p, size_t len);
 
 /* --- output ------------------------------------------------------------ */
 
+/*
+ * End of set-up and warm-up: under the testbed's measure script
+ * (FLUSHLESS_SYNC=PATH), create PATH and wait until the script, having read
+ * Xen's counters, removes it, so that the counts cover the timed operations
+ * only.  Does nothing otherwise.
+ */
+void measure_point(void);
+
 void out_begin(const char *kind);		/* "row" or "result" */
 void out_u64(const char *key, uint64_t v);
 void out_f3(const char *key, double v);		/* "%.3f" */

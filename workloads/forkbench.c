@@ -75,6 +75,7 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	for (uint64_t i = 0; i < warmup; i++)
 		fork_run_wait(mode, hello, devnull);
+	measure_point();
 	t0 = now_us();
 	for (uint64_t i = 0; i < n; i++)
 		fork_run_wait(mode, hello, devnull);

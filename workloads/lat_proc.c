@@ -92,6 +92,7 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	for (uint64_t i = 0; i < warmup; i++)
 		fork_run_wait(mode, hello, devnull);
+	measure_point();
 	for (uint64_t i = 0; i < n; i++) {
 		double t0 = now_us();
 

@@ -106,8 +106,8 @@ static int cmd_refusals(int argc, char **argv)
 	bad |= check("own_page_unmark_again", mmuext(MMUEXT_UNMARK_SEMI_WRITABLE, own, 1, DOMID_SELF), 0);
 	/* No such domain as page owner. */
 	bad |= check("foreign_domid", mmuext(MMUEXT_MARK_SEMI_WRITABLE, own, 1, 4242), -ESRCH);
-	/* dom_io owns MMIO and is not PV. */
-	bad |= check("domid_io", mmuext(MMUEXT_MARK_SEMI_WRITABLE, own, 1, DOMID_IO), -EINVAL);
+	/* dom_io owns MMIO: refused as page owner by get_pg_owner(). */
+	bad |= check("domid_io", mmuext(MMUEXT_MARK_SEMI_WRITABLE, own, 1, DOMID_IO), -EPERM);
 	/* Frames that are not the caller's RAM. */
 	bad |= check("mfn_beyond_ram", mmuext(MMUEXT_MARK_SEMI_WRITABLE, 1ULL << 40, 1, DOMID_SELF), -EINVAL);
 	bad |= check("mfn_all_ones", mmuext(MMUEXT_UNMARK_SEMI_WRITABLE, ~0ULL, 1, DOMID_SELF), -EINVAL);

@@ -1,0 +1,200 @@
+"""Integration: the page-table page cache (patches/linux) with semi-writable pages
+(patches/xen/0002-0003) on the testbed. One strict-mode boot of the built kernel,
+the cache switched at run time between runs, as in the paper's dyn group.
+"""
+
+import re
+
+import pytest
+
+from flushless import build, measure
+from flushless.testbed import BootConfig, Testbed
+
+pytestmark = pytest.mark.testbed
+
+WARM_UP = 100
+
+
+@pytest.fixture(scope="module")
+def tb(tmp_path_factory):
+    parts = build.Parts("built").ensure()
+    cfg = BootConfig(xen=parts.xen.path("xen"), kernel=parts.kernel.path("vmlinuz"),
+                     initramfs=parts.initramfs.path("initramfs.cpio.gz"), mode="strict")
+    with Testbed(cfg, str(tmp_path_factory.mktemp("ptcache") / "console.log")) as testbed:
+        yield testbed
+
+
+@pytest.fixture(scope="module")
+def session(tb):
+    s = measure.Session(tb)
+    assert s.has_ptcache()
+    return s
+
+
+def run(session, name, argv, cache, warm_up=0):
+    """Measure NAME after WARM_UP operations of the same kind in the same process
+    (the workload's --warmup; measure reads the counters after it)."""
+    session.configure_ptcache({"enabled": 1 if cache else 0})
+    rec = session.run(name, argv + (["--warmup", str(warm_up)] if warm_up else []))
+    # No page table and no marked page is reachable by DMA, after every run.
+    assert rec["audit"]["sync"] == 1
+    assert rec["invariant_violations"] == 0, rec["audit"]
+    return rec
+
+
+def stats(session):
+    return measure.parse_stats(session.tb.check("cat /sys/kernel/mm/ptcache/stats"))
+
+
+# (label, workload, args, facts note's stock figures per op: type-change unmaps, QI invalidations)
+CASES = [
+    ("fork+exit", "forkbench", ["--n", "200"], 9.0, 9.1),
+    ("fork+exec+exit", "forkbench", ["--n", "100", "--exec"], 20.0, 20.3),
+    ("fork+exit, 64 MiB touched", "forkbench", ["--n", "50", "--touch-mb", "64"], 44, 44),
+]
+
+
+@pytest.fixture(scope="module")
+def cache_off(session):
+    return {c[0]: run(session, c[1], c[2], cache=False, warm_up=WARM_UP) for c in CASES}
+
+
+@pytest.fixture(scope="module")
+def cache_on(session, cache_off):
+    return {c[0]: run(session, c[1], c[2], cache=True, warm_up=WARM_UP) for c in CASES}
+
+
+@pytest.mark.parametrize("label,name,argv,unmaps,qi", CASES)
+def test_cache_off_is_the_stock_kernel(cache_off, label, name, argv, unmaps, qi):
+    per_op = cache_off[label]["per_op"]
+    assert per_op["iommu_unmap_type"] == pytest.approx(unmaps, rel=0.05), per_op
+    # Invalidations also include Xen's IOMMU superpage shatters and coalesces, which vary
+    # from run to run (perf counters "IOMMU page table shatters/coalesces").
+    assert per_op["qi_iotlb_inv"] == pytest.approx(qi, rel=0.15), per_op
+    assert cache_off[label]["counters"]["semi_writable_mark"] == 0
+
+
+@pytest.mark.parametrize("label,name,argv,unmaps,qi", CASES)
+def test_cache_on_removes_the_flushes(cache_on, label, name, argv, unmaps, qi):
+    rec = cache_on[label]
+    assert rec["per_op"]["qi_iotlb_inv"] <= 0.05, rec["per_op"]
+    assert rec["per_op"]["iommu_unmap_type"] <= 0.05, rec["per_op"]
+    # The type changes still happen; Xen skips their IOMMU work.
+    assert rec["counters"]["iommu_unmap_skipped"] > 0
+    assert rec["ptcache"]["pte_hits"] > 0
+
+
+def test_pools_stay_within_the_policy(session, cache_on):
+    s = stats(session)
+    for level in ("pgd", "pgd_user", "pud", "pmd", "pte"):
+        bound = max(10, 1 * max(s[level + "_in_use"], 0))
+        assert s[level + "_pool"] <= bound, (level, s)
+    assert s["pool_pages"] <= 4096
+
+
+CHURN = ["--duration", "20", "--rate", "300", "--tabs", "4", "--libs", "3", "--lib-kb", "64",
+         "--heap-kb", "256"]
+
+
+@pytest.fixture(scope="module")
+def churn_per_minute(session, cache_on):
+    off = run(session, "churn", CHURN, cache=False)
+    session.configure_ptcache({"enabled": 1})
+    session.tb.check("churn %s >/dev/null" % " ".join(CHURN), timeout=300)  # warm
+    on = run(session, "churn", CHURN, cache=True)
+    return {k: r["counters"]["qi_iotlb_inv"] / (r["result"]["duration_s"] / 60) for k, r in
+            (("off", off), ("on", on))}
+
+
+def test_busy_state_flushes_drop(churn_per_minute):
+    assert churn_per_minute["off"] > 100, churn_per_minute
+    assert churn_per_minute["on"] <= 0.5 * churn_per_minute["off"], churn_per_minute
+
+
+@pytest.mark.xfail(reason="issue 3: in the testbed's near-empty dom0 each browser session's "
+                          "tabs close in a burst larger than the rest of the system's page "
+                          "tables, so the 1:1 policy gives pages back and the next session "
+                          "misses; measured 38 % of cache off", strict=False)
+def test_busy_state_flushes_within_one_percent(churn_per_minute):
+    assert churn_per_minute["on"] <= 0.01 * churn_per_minute["off"], churn_per_minute
+
+
+def test_disabling_drains_the_pools(session, cache_on):
+    session.configure_ptcache({"enabled": 1})
+    session.tb.check("forkbench --n 20 >/dev/null")
+    assert stats(session)["pool_pages"] > 0
+    session.configure_ptcache({"enabled": 0})
+    s = stats(session)
+    assert s["pool_pages"] == 0
+    audit = measure.parse_stats(session.tb.check("xenpvsw audit 0"))
+    assert audit["violations"] == 0
+
+
+def test_shrinker_empties_the_pools(session, cache_on):
+    session.configure_ptcache({"enabled": 1})
+    session.tb.check("forkbench --n 20 >/dev/null")
+    before = stats(session)
+    assert before["pool_pages"] > 0
+    # Reclaim of slab caches (drop_slab(), the kernel's own path into every shrinker at
+    # priority 0). Processes that exit afterwards (cat) may refill a few pages.
+    session.tb.check("echo 2 > /proc/sys/vm/drop_caches")
+    after = stats(session)
+    assert after["shrunk"] - before["shrunk"] >= before["pool_pages"], (before, after)
+    session.configure_ptcache({"enabled": 0})
+
+
+@pytest.mark.parametrize("name,value", [
+    ("enabled", "2"), ("enabled", "yes"), ("ratio", "0"), ("ratio", "-1"), ("ratio", "1001"),
+    ("min_pages", "x"), ("max_pages", "99999999999"), ("max_pages", ""),
+])
+def test_bad_tunables_are_refused_and_kept(session, name, value):
+    before = session.ptcache_get(name)
+    ok, msg = session.ptcache_set(name, value)
+    assert not ok and "Invalid argument" in msg, msg
+    assert session.ptcache_get(name) == before
+
+
+def own_frames(session):
+    """Frames of dom0 pages the tools may use: the reader's own page tables and pages."""
+    lines = session.tb.check("cat /sys/kernel/debug/ptcache/frames")
+    return [line.split()[3] for line in lines if line.startswith(("mm ", "page "))]
+
+
+def test_bad_hypercall_arguments_are_refused(session):
+    own = own_frames(session)[-1]
+    status, lines = session.tb.run("xenpvsw refusals %s" % own)
+    checks = [line for line in lines if line.startswith("check ")]
+    assert status == 0 and checks and all(" ok " in line for line in checks), lines
+
+
+def test_random_arguments_crash_nothing(session):
+    own = own_frames(session)[:32]
+    lines = session.tb.check("xenpvsw fuzz 3000 12345 %s" % " ".join(own), timeout=900)
+    assert "calls 3000" in lines, lines
+    # Xen and dom0 are alive and the invariant holds. (The fuzzer also unmarks pages that
+    # ptcache had marked, so flush counts after it say nothing: isolation is what counts.)
+    rec = run(session, "forkbench", ["--n", "100"], cache=True, warm_up=100)
+    assert rec["ops"] == 100
+
+
+@pytest.mark.parametrize("cache", [False, True], ids=["cache-off", "cache-on"])
+def test_dma_cannot_reach_page_tables(session, cache):
+    session.configure_ptcache({"enabled": 1 if cache else 0})
+    session.tb.check("forkbench --n 20 >/dev/null")  # fill the pool when on
+    status, lines = session.tb.run("dmatest 2>/dev/null", timeout=300)
+    xen = list(session.tb.console.xen_lines)
+    session.tb.run("sleep 1")  # Xen reports the faults from a tasklet: may come late
+    xen += session.tb.console.xen_lines
+    checks = {line.split()[1]: line for line in lines if line.startswith("check ")}
+    assert status == 0, lines
+    assert " ok " in checks["control"] and " ok " in checks["control_after"], lines
+    assert " ok " in checks["pagetable"], lines
+    if cache:
+        assert " ok " in checks["pool"], lines
+    # Xen reports each refused write, at the page-table frames the test aimed at.
+    faults = [x for x in xen if re.search(r"DMAR:\[DMA Write\].*fault addr", x)]
+    for name in ("pagetable",) + (("pool",) if cache else ()):
+        frame = re.search(r"frame=0x([0-9a-f]+)", checks[name]).group(1)
+        assert any("fault addr %s000" % frame in x for x in faults), (name, frame, xen)
+    audit = measure.parse_stats(session.tb.check("xenpvsw audit 0"))
+    assert audit["violations"] == 0
