@@ -102,8 +102,8 @@ WORKLOADS = {w.name: w for w in [
     Workload("churn", "the busy state: browser-like process trees at a target process rate",
              [Opt("duration", lo=1, hi=86400), Opt("rate", lo=1, hi=100000), Opt("tabs", lo=1, hi=256),
               Opt("libs", lo=0, hi=64), Opt("lib-kb", lo=1, hi=1048576), Opt("heap-kb", lo=0, hi=4194304),
-              Opt("report", lo=0, hi=86400)],
-             timeout=lambda a: 300 + 3 * _arg(a, "duration", 60)),
+              Opt("report", lo=0, hi=86400), Opt("warmup", lo=0, hi=86400), Opt("resident", lo=0, hi=1024)],
+             timeout=lambda a: 300 + 3 * (_arg(a, "duration", 60) + _arg(a, "warmup", 0)), sync=True),
     Workload("forkdirty", "fork after dirtying K PTEs in each page-table page",
              [Opt("tables", lo=1, hi=65536), Opt("ptes", lo=1, hi=512), Opt("ptes-list", "list"), N]),
 ]}

@@ -71,7 +71,8 @@ def test_strict_counts(strict_debian):
 def test_relaxed_has_no_iommu_work(debian_parts, tmp_path):
     fork, = measure_boot(debian_parts, tmp_path, [FORK], mode="relaxed")
     assert fork["ops"] == 200
-    assert fork["counters"] == {k: 0 for k in measure.COUNTERS.values()}
+    assert set(measure.COUNTERS.values()) <= set(fork["counters"])
+    assert all(v == 0 for v in fork["counters"].values()), fork["counters"]
 
 
 def test_caching_mode_doubles_invalidations(debian_parts, strict_debian, tmp_path):

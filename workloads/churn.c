@@ -67,6 +67,9 @@ static const char usage[] =
 	"  --lib-kb K  size of each library file in KiB, 1..1048576 (default 512)\n"
 	"  --heap-kb H  heap each tab writes, in KiB, 0..4194304 (default 2048)\n"
 	"  --report S  seconds between progress rows, 0 = none, 0..86400 (default 0)\n"
+	"  --warmup S  seconds of sessions before the measured duration, 0..86400 (default 0)\n"
+	"  --resident N  idle processes that map the libraries and write a heap like a tab,\n"
+	"       for the whole run: the rest of a desktop, 0..1024 (default 0)\n"
 	"  --help  print this help and exit\n"
 	"Output: row t_s=<elapsed s> created=<cumulative> exited=<cumulative>   (with --report)\n"
 	"        result ops=<created> time_us=<wall time per created process> duration_s=<elapsed s>\n"
@@ -74,6 +77,7 @@ static const char usage[] =
 
 static uint64_t opt_duration = 60, opt_rate = 542, opt_tabs = 8, opt_libs = 6;
 static uint64_t opt_lib_kb = 512, opt_heap_kb = 2048, opt_report = 0;
+static uint64_t opt_resident, opt_warmup;
 
 static uint64_t start_ns, end_ns;
 static pid_t main_pid;
@@ -83,6 +87,7 @@ static char tmp_dir[32];
 static char lib_path[MAX_LIBS][48];
 static volatile sig_atomic_t nlib_paths;	/* paths that may exist */
 static volatile sig_atomic_t browser_pgid;	/* 0 = no live session */
+static volatile sig_atomic_t resident_pgid;	/* 0 = no residents */
 
 /* In a browser or tab: the event pipe, to report a failure at once. */
 static int fail_fd = -1;
@@ -119,6 +124,9 @@ static void cleanup(void)
 	if (g > 0)
 		kill(-g, SIGKILL);
 	browser_pgid = 0;
+	if (resident_pgid > 0)
+		kill(-resident_pgid, SIGKILL);
+	resident_pgid = 0;
 	while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
 		;
 	for (int i = nlib_paths - 1; i >= 0; i--)
@@ -263,6 +271,63 @@ static void map_libs(void)
 	}
 	/* Keep the reads. */
 	__asm__ volatile("" : : "r"(sum));
+}
+
+/*
+ * The rest of the machine: processes that live through the whole run with
+ * their libraries mapped and a heap written, like tabs that never close.
+ * Each says 'r' on @readyfd once set up (child_fail() says 'f').
+ */
+static void start_residents(void)
+{
+	sigset_t old;
+	int fds[2];
+	char c;
+
+	if (!opt_resident)
+		return;
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		die_sys("pipe");
+	block_signals(&old);
+	for (uint64_t i = 0; i < opt_resident; i++) {
+		pid_t pid = fork();
+
+		if (pid < 0)
+			die_sys("fork resident");
+		if (pid == 0) {
+			child_signals(&old);
+			close(fds[0]);
+			fail_fd = fds[1];
+			map_libs();
+			if (opt_heap_kb) {
+				size_t len = opt_heap_kb * 1024;
+				volatile char *h = mmap(NULL, len,
+							PROT_READ | PROT_WRITE,
+							MAP_PRIVATE | MAP_ANONYMOUS,
+							-1, 0);
+
+				if (h == MAP_FAILED)
+					child_fail(errno, "resident: mmap heap");
+				for (size_t off = 0; off < len; off += PAGE_4K)
+					h[off] = 1;
+			}
+			(void)!write(fds[1], "r", 1);
+			for (;;)
+				pause();
+		}
+		if (!resident_pgid)
+			resident_pgid = pid;
+		setpgid(pid, resident_pgid);
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	close(fds[1]);
+	for (uint64_t i = 0; i < opt_resident; i++) {
+		while (read(fds[0], &c, 1) < 0 && errno == EINTR)
+			;
+		if (c != 'r')
+			die("a resident process failed");
+	}
+	close(fds[0]);
 }
 
 static void ev_send(int fd, char c)
@@ -509,6 +574,25 @@ static uint64_t session(uint64_t k)
 	return opened;
 }
 
+/* Sessions at the target rate for @seconds; returns how many ran. */
+static uint64_t run_sessions(uint64_t seconds)
+{
+	uint64_t k = 0, n = 0;
+
+	start_ns = now_ns();
+	end_ns = start_ns + seconds * 1000000000ULL;
+	for (;;) {
+		uint64_t t = slot_ns(k);
+
+		if (t >= end_ns)
+			break;
+		main_sleep_until(t);
+		k += 1 + session(k);
+		n++;
+	}
+	return n;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -519,12 +603,14 @@ int main(int argc, char **argv)
 		{ "lib-kb", required_argument, NULL, 'k' },
 		{ "heap-kb", required_argument, NULL, 'H' },
 		{ "report", required_argument, NULL, 'R' },
+		{ "resident", required_argument, NULL, 'N' },
+		{ "warmup", required_argument, NULL, 'w' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct sigaction sa;
 	sigset_t old;
-	uint64_t k = 0, sessions = 0;
+	uint64_t sessions;
 	double elapsed_s;
 	int c;
 
@@ -540,6 +626,8 @@ int main(int argc, char **argv)
 		case 'k': opt_lib_kb = parse_u64("--lib-kb", optarg, 1, 1048576); break;
 		case 'H': opt_heap_kb = parse_u64("--heap-kb", optarg, 0, 4194304); break;
 		case 'R': opt_report = parse_u64("--report", optarg, 0, 86400); break;
+		case 'N': opt_resident = parse_u64("--resident", optarg, 0, 1024); break;
+		case 'w': opt_warmup = parse_u64("--warmup", optarg, 0, 86400); break;
 		case 'h': help_exit();
 		default: bad_option(c, argv);
 		}
@@ -560,21 +648,17 @@ int main(int argc, char **argv)
 		die_sys("prctl(PR_SET_CHILD_SUBREAPER)");
 	create_libs();
 	sigprocmask(SIG_SETMASK, &old, NULL);
-
-	start_ns = now_ns();
-	end_ns = start_ns + opt_duration * 1000000000ULL;
-	if (opt_report)
-		next_report = start_ns + opt_report * 1000000000ULL;
-
-	for (;;) {
-		uint64_t t = slot_ns(k);
-
-		if (t >= end_ns)
-			break;
-		main_sleep_until(t);
-		k += 1 + session(k);
-		sessions++;
+	start_residents();
+	if (opt_warmup) {
+		run_sessions(opt_warmup);
+		created = exited = 0;
 	}
+	/* Under the testbed's measure, counting starts here: set-up excluded. */
+	measure_point();
+
+	if (opt_report)
+		next_report = now_ns() + opt_report * 1000000000ULL;
+	sessions = run_sessions(opt_duration);
 	elapsed_s = (now_ns() - start_ns) / 1e9;
 
 	cleanup();	/* no children left; removes the temp dir */

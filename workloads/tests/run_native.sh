@@ -104,7 +104,7 @@ for spec in \
 	"lat_proc what n warmup hello help" \
 	"pagetable_bench min-kb max-kb n help" \
 	"tlb_bench min-kb max-kb accesses seed help" \
-	"churn duration rate tabs libs lib-kb heap-kb report help" \
+	"churn duration rate tabs libs lib-kb heap-kb report warmup resident help" \
 	"forkdirty tables ptes ptes-list n help"
 do
 	set -- $spec
