@@ -91,8 +91,6 @@ def make_parser():
     c.add_argument("--ptcache-ratio", type=int, metavar="N", help="pool:in-use ratio before giving pages back")
     c.add_argument("--ptcache-min-pages", type=int, metavar="N", help="pool + in-use floor before giving back")
     c.add_argument("--ptcache-max-pages", type=int, metavar="N", help="cap on all pools together")
-    r.add_argument("--warm-up-ops", type=int, metavar="N", default=0,
-                   help="run the workload unmeasured with --n N first (default 0)")
     r.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
     s = sub.add_parser("shell", help="boot the testbed with its console on this terminal (quit: Ctrl-A x)")
@@ -127,8 +125,6 @@ def cmd_run(args, rest):
     w = workloads.get(args.workload)
     wargs = w.check_args(rest)
     resolve_kernel(args)
-    if args.warm_up_ops < 0:
-        raise workloads.UsageError("--warm-up-ops takes a number of operations, not %d" % args.warm_up_ops)
     settings = ptcache_settings(args)
     parts = build.Parts(args.kernel).ensure()
     cfg = boot_config(args, parts)
@@ -136,10 +132,8 @@ def cmd_run(args, rest):
     with Testbed(cfg, console_log) as tb:
         session = measure.Session(tb)
         session.configure_ptcache(settings)
-        if args.warm_up_ops:
-            session.warm_up(w.name, wargs, args.warm_up_ops)
         rec = session.run(w.name, wargs)
-        rec.update({"cache": args.cache, "ptcache_settings": settings, "warm_up_ops": args.warm_up_ops})
+        rec.update({"cache": args.cache, "ptcache_settings": settings})
         rec.update({"mode": cfg.mode, "caching_mode": args.caching_mode, "kernel": args.kernel,
                     "kernel_release": tb.release, "smp": cfg.smp, "icount": cfg.icount,
                     "boot_seconds": round(tb.boot_seconds, 1), "boot_attempts": tb.boot_attempts, "console_log": console_log,

@@ -149,19 +149,6 @@ class Session:
             if not ok:
                 raise ToolError("dom0 refused ptcache %s=%s: %s" % (name, value, msg))
 
-    def warm_up(self, name, argv, ops):
-        """Run the workload unmeasured with --n OPS (pools and caches reach steady state)."""
-        w = workloads.get(name)
-        if not any(o.name == "n" for o in w.opts):
-            raise ToolError("%s has no --n: cannot warm up by operations" % name)
-        argv = [a for a in w.check_args(argv)]
-        if "--n" in argv:
-            i = argv.index("--n")
-            del argv[i:i + 2]
-        cmd = " ".join(shlex.quote(a) for a in [name] + argv + ["--n", str(ops)]) + " >/dev/null"
-        log("dom0: warm-up: %s" % cmd)
-        self.tb.check(cmd, timeout=w.timeout(argv))
-
     def run(self, name, argv):
         w = workloads.get(name)
         argv = w.check_args(argv)

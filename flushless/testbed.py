@@ -78,8 +78,8 @@ def _die_with_parent():
     os.setsid()  # Ctrl-C reaches flushless, which then ends QEMU itself
 
 
-class _Terminated(BaseException):
-    pass
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM: unwinds like Ctrl-C, so every QEMU is stopped on the way out."""
 
 
 class _BootStalled(Exception):

@@ -330,3 +330,13 @@ void measure_point(void)
 		nanosleep(&ts, NULL);
 	}
 }
+
+void check_size_range(uint64_t min_kb, uint64_t max_kb)
+{
+	if (min_kb % 4)
+		die_usage("--min-kb: %llu is not a multiple of 4 (whole 4 KiB pages)",
+			  (unsigned long long)min_kb);
+	if (max_kb < min_kb)
+		die_usage("--max-kb (%llu) must be >= --min-kb (%llu)",
+			  (unsigned long long)max_kb, (unsigned long long)min_kb);
+}

@@ -113,6 +113,9 @@ void touch_pages(void *p, size_t len);
  */
 void measure_point(void);
 
+/* --min-kb/--max-kb of the size sweeps: whole pages, min <= max; else exit 2. */
+void check_size_range(uint64_t min_kb, uint64_t max_kb);
+
 void out_begin(const char *kind);		/* "row" or "result" */
 void out_u64(const char *key, uint64_t v);
 void out_f3(const char *key, double v);		/* "%.3f" */

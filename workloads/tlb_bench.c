@@ -81,12 +81,7 @@ int main(int argc, char **argv)
 		}
 	}
 	no_operands(argc, argv);
-	if (min_kb % 4)
-		die_usage("--min-kb: %llu is not a multiple of 4 (whole 4 KiB pages)",
-			  (unsigned long long)min_kb);
-	if (max_kb < min_kb)
-		die_usage("--max-kb (%llu) must be >= --min-kb (%llu)",
-			  (unsigned long long)max_kb, (unsigned long long)min_kb);
+	check_size_range(min_kb, max_kb);
 
 	for (uint64_t kb = min_kb; kb <= max_kb; kb *= 2) {
 		size_t len = kb * 1024, pages = len / PAGE_4K;
