@@ -1,7 +1,8 @@
 """Run a workload under the guest's `measure` script and turn its output into figures.
 
-`measure` prints Xen's perf counters, the program's output and the counters again
-(testbed/guest/measure). Deltas are taken modulo 2^32: Xen's counters are 32-bit.
+`measure` (testbed/guest/measure) prints Xen's perf counters and ptcache's statistics, the
+program's output, the same again, and Xen's audit of the IOMMU invariant. Deltas are taken
+modulo 2^32: Xen's counters are 32-bit. A Session also sets ptcache's tunables in dom0.
 """
 
 import shlex
