@@ -234,6 +234,9 @@ class BuiltKernel(Kernel):
     def __init__(self, series=None, jobs=None):
         self.series = patches("linux") if series is None else series
         self.jobs = jobs or nproc()
+        # A prefix of the series may not offer every option of the fragment yet
+        # (CONFIG_PTCACHE needs the x86 patch): then a dropped line only warns.
+        self.partial = series is not None and series != patches("linux")
 
     def version(self):
         if not hasattr(self, "_version"):
@@ -270,7 +273,12 @@ class BuiltKernel(Kernel):
         run_logged([os.path.join(tree, "scripts", "kconfig", "merge_config.sh"), "-m", "-O", tree,
                     os.path.join(tree, ".config"), LINUX_CONFIG], logfile, "linux: config fragment", cwd=tree, env=env)
         run_logged(make + ["olddefconfig"], logfile, "linux: olddefconfig", env=env)
-        check_fragment(os.path.join(tree, ".config"), LINUX_CONFIG)
+        try:
+            check_fragment(os.path.join(tree, ".config"), LINUX_CONFIG)
+        except ToolError as e:
+            if not self.partial:
+                raise
+            log("%s (expected for the first %d patches)" % (e, len(self.series)))
         log("linux: compiling bzImage with %d jobs (10-15 min cold, about 1 min from ccache)" % self.jobs)
         run_logged(make + ["-j%d" % self.jobs, "bzImage"], logfile, "linux: build", env=env,
                    count=r"^\s+CC\s")
