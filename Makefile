@@ -27,11 +27,11 @@ test-testbed: deps
 check-series: deps
 	$(FLUSHLESS) build --each-patch
 
-# The paper's evaluation (issue 4) is not written yet: say so rather than fail obscurely.
-reproduce:
-	@echo "make reproduce: the evaluation (flushless reproduce, issue 4) is not written yet." >&2
-	@echo "  What exists: make test; flushless run WORKLOAD --cache on|off --json (see README)." >&2
-	@exit 1
+# The paper's evaluation on the testbed: results/*.json|csv and report/index.html.
+# About 35 minutes with a warm build cache; REPRODUCE_FLAGS=--quick (8 min) or --full (2.5 h).
+REPRODUCE_FLAGS ?=
+reproduce: deps
+	$(FLUSHLESS) reproduce $(REPRODUCE_FLAGS)
 
 clean:
 	rm -rf results report workloads/build

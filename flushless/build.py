@@ -364,7 +364,8 @@ class Initramfs(Part):
             w.add_path("bin/busybox", self.busybox.path("busybox"), 0o755)
             w.symlink("bin/sh", "busybox")
             w.add_path("init", os.path.join(guest, "init"), 0o755)
-            w.add_path("bin/measure", os.path.join(guest, "measure"), 0o755)
+            for script in ("measure", "study"):
+                w.add_path("bin/" + script, os.path.join(guest, script), 0o755)
             for prog in sorted(os.listdir(bindir)):
                 if prog.endswith(".o"):
                     continue

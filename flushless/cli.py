@@ -1,6 +1,7 @@
 """flushless command line: build the testbed, run workloads on it or natively."""
 
 import argparse
+import dataclasses
 import json
 import os
 import shlex
@@ -8,7 +9,7 @@ import subprocess
 import sys
 import tempfile
 
-from . import build, measure, workloads
+from . import build, measure, report, study, workloads
 from .progress import ToolError, log
 from .testbed import BootConfig, Testbed
 
@@ -17,7 +18,8 @@ examples:
   flushless build
   flushless run forkbench --n 200 --mode strict --json
   flushless run lat_proc --what exec --caching-mode on
-  flushless bench native""" % ", ".join(sorted(workloads.WORKLOADS))
+  flushless bench native
+  flushless reproduce --quick""" % ", ".join(sorted(workloads.WORKLOADS))
 
 
 class Parser(argparse.ArgumentParser):
@@ -100,6 +102,26 @@ def make_parser():
     n.add_argument("where", choices=("native",))
     n.add_argument("workload", nargs="?", help="one workload (default: each with small settings)")
     n.add_argument("--json", action="store_true")
+
+    e = sub.add_parser("reproduce", help="run the paper's evaluation on the testbed; write results/ and report/",
+                       description="Builds what is missing, boots the testbed for each group and for the timing "
+                                   "runs, writes results/*.json and *.csv and report/index.html.")
+    size = e.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_const", dest="profile", const="quick",
+                      help="a short smoke version (about 8 minutes warm)")
+    size.add_argument("--full", action="store_const", dest="profile", const="full",
+                      help="the paper's durations: 30 one-minute minutes per group (about 2.5 hours)")
+    e.add_argument("--minute-seconds", type=float, metavar="S",
+                   help="testbed seconds per scaled minute, 5..600 (default 15; --full 60); the busy state "
+                        "runs the paper's 542 process creations in each")
+    e.add_argument("--stages", default=",".join(study.STAGES), metavar="LIST",
+                   help="comma-separated subset of %s (default all)" % ",".join(study.STAGES))
+    e.add_argument("--results", default="results", metavar="DIR", help="results directory (default results)")
+    e.add_argument("--report", default="report", metavar="DIR", help="report directory (default report)")
+
+    rp = sub.add_parser("report", help="write report/index.html from an existing results/ directory")
+    rp.add_argument("--results", default="results", metavar="DIR")
+    rp.add_argument("--report", default="report", metavar="DIR")
 
     sub.add_parser("workloads", help="list the workloads and their options")
     return p
@@ -219,6 +241,32 @@ NATIVE_PLAN = [
 ]
 
 
+def cmd_reproduce(args):
+    prof = study.PROFILES[args.profile or "default"]
+    if args.minute_seconds is not None:
+        if not 5 <= args.minute_seconds <= 600:
+            raise workloads.UsageError("--minute-seconds takes 5 to 600, not %g" % args.minute_seconds)
+        prof = dataclasses.replace(prof, minute_s=args.minute_seconds)
+    stages = tuple(x for x in args.stages.split(",") if x)
+    bad = [x for x in stages if x not in study.STAGES]
+    if bad or not stages:
+        raise workloads.UsageError("--stages takes a comma-separated subset of %s, not '%s'"
+                                   % (",".join(study.STAGES), args.stages))
+    report.check_tools()
+    log("reproduce (%s): one scaled minute = %g s of testbed time, busy state at %d creations/min; "
+        "results in %s, report in %s" % (prof.name, prof.minute_s, prof.churn_rate, args.results, args.report))
+    study.Study(prof, args.results, stages).run()
+    path = report.write(args.results, args.report)
+    log("report: %s" % path)
+    return 0
+
+
+def cmd_report(args):
+    report.check_tools()
+    log("report: %s" % report.write(args.results, args.report))
+    return 0
+
+
 def cmd_workloads():
     for name in sorted(workloads.WORKLOADS):
         w = workloads.WORKLOADS[name]
@@ -243,6 +291,10 @@ def main(argv=None):
             return cmd_shell(args)
         if args.cmd == "bench":
             return cmd_bench_native(args, rest)
+        if args.cmd == "reproduce":
+            return cmd_reproduce(args)
+        if args.cmd == "report":
+            return cmd_report(args)
         return cmd_workloads()
     except workloads.UsageError as e:
         sys.stderr.write("flushless: %s\n" % e)

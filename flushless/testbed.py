@@ -30,6 +30,7 @@ class BootConfig:
     mem_mb: int = 3072
     dom0_mem: str = "1G"
     icount: bool = False  # guest time = executed instructions (1 ns each): repeatable timing
+    net: bool = False  # an e1000e NIC on QEMU user networking (the host is 10.0.2.2)
     xen_args: tuple = ()
     dom0_args: tuple = ()
     qemu_args: tuple = ()
@@ -66,6 +67,9 @@ class BootConfig:
                 "-serial", "stdio",
                 "-kernel", self.xen, "-append", self.xen_cmdline(),
                 "-initrd", "%s %s,%s" % (self.kernel, self.dom0_cmdline(), self.initramfs)]
+        if self.net:
+            # Behind the emulated VT-d like every q35 PCI device: its DMA is translated.
+            argv += ["-netdev", "user,id=net0", "-device", "e1000e,netdev=net0"]
         if self.icount:
             argv += ["-icount", "shift=0,sleep=off"]
         return argv + list(self.qemu_args)
@@ -170,7 +174,7 @@ class Testbed:
         c.expect(r"\(XEN\) Xen version 4\.17", 60, what="Xen's banner")
         c.expect(r"\(XEN\) Intel VT-d Queued Invalidation enabled", 60, what="VT-d queued invalidation")
         c.expect(r"\(XEN\) I/O virtualisation enabled", 60, what="Xen's IOMMU ('I/O virtualisation enabled')")
-        m = c.expect(r"FLUSHLESS-READY (\S+)", self.cfg.boot_timeout, what="dom0's shell")
+        m = c.expect(r"FLUSHLESS-READY (\S+)\r?\n", self.cfg.boot_timeout, what="dom0's shell")
         self.release = m.group(1)
         # insmod warnings print before READY; they are in the log. A missing privcmd shows at the first read.
 

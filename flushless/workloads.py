@@ -12,7 +12,7 @@ import re
 @dataclasses.dataclass
 class Opt:
     name: str
-    kind: str = "int"  # int | flag | choice | list | path
+    kind: str = "int"  # int | flag | choice | list | path | ipv4
     lo: int = 0
     hi: int = 2 ** 63
     choices: tuple = ()
@@ -65,6 +65,8 @@ class Workload:
                                      % (self.name, o.name, o.lo, o.hi, v))
             elif o.kind == "choice" and v not in o.choices:
                 raise UsageError("%s: --%s takes one of %s, not '%s'" % (self.name, o.name, ", ".join(o.choices), v))
+            elif o.kind == "ipv4" and not re.fullmatch(r"(25[0-5]|2[0-4]\d|1?\d?\d)(\.(25[0-5]|2[0-4]\d|1?\d?\d)){3}", v):
+                raise UsageError("%s: --%s takes an IPv4 address, not '%s'" % (self.name, o.name, v))
             elif o.kind == "list" and not re.fullmatch(r"\d+(,\d+)*", v):
                 raise UsageError("%s: --%s takes comma-separated numbers, not '%s'" % (self.name, o.name, v))
             out += ["--" + o.name, v]
@@ -87,6 +89,7 @@ class UsageError(Exception):
 N = Opt("n", lo=1, hi=10000000, help="repetitions")
 WARMUP = Opt("warmup", lo=0, hi=10000000, help="untimed repetitions first")
 HELLO = Opt("hello", kind="path", help="program to exec")
+CPU_PROGRAMS = ("gzip", "bzip2", "lzop", "sha256", "sort", "awk", "bc")
 
 WORKLOADS = {w.name: w for w in [
     Workload("forkbench", "N x fork+exit, optionally exec, optionally with M MiB touched in the parent",
@@ -106,6 +109,12 @@ WORKLOADS = {w.name: w for w in [
              timeout=lambda a: 300 + 3 * (_arg(a, "duration", 60) + _arg(a, "warmup", 0)), sync=True),
     Workload("forkdirty", "fork after dirtying K PTEs in each page-table page",
              [Opt("tables", lo=1, hi=65536), Opt("ptes", lo=1, hi=512), Opt("ptes-list", "list"), N]),
+    Workload("tcpstream", "TCP stream to a receiver (the host, through the emulated NIC and IOMMU)",
+             [Opt("host", "ipv4"), Opt("port", lo=1, hi=65535), Opt("seconds", lo=1, hi=3600),
+              Opt("chunk-kb", lo=1, hi=1024)], timeout=lambda a: 120 + 2 * _arg(a, "seconds", 3)),
+    Workload("cpusuite", "a CPU-bound integer program (gzip, bzip2, ..., bc), timed: the SPECint stand-in",
+             [Opt("program", "choice", choices=CPU_PROGRAMS), Opt("input-kb", lo=1, hi=1048576),
+              Opt("n", lo=1, hi=10000)]),
 ]}
 
 

@@ -64,4 +64,9 @@ if ! python3 -c 'import pytest' 2>/dev/null; then
 	echo "install-deps: installing pytest"
 	python3 -m pip install -q pytest || DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-pytest >/dev/null
 fi
+# The report's figures (flushless/report.py).
+if ! python3 -c 'import matplotlib' 2>/dev/null; then
+	echo "install-deps: installing matplotlib"
+	python3 -m pip install -q 'matplotlib>=3.6' || DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-matplotlib >/dev/null
+fi
 echo "install-deps: ok"

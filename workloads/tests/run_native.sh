@@ -45,7 +45,7 @@ check_contract() {
 			v = substr($i, index($i, "=") + 1)
 			k = substr($i, 1, index($i, "=") - 1)
 			if (v ~ /^-?[0-9]+(\.[0-9]+)?$/) continue
-			if (k == "what" && v ~ /^[a-z]+$/) continue
+			if ((k == "what" || k == "program") && v ~ /^[a-z0-9]+$/) continue
 			print "bad value: " $i; bad = 1
 		}
 		last = $1
@@ -105,7 +105,9 @@ for spec in \
 	"pagetable_bench min-kb max-kb n help" \
 	"tlb_bench min-kb max-kb accesses seed help" \
 	"churn duration rate tabs libs lib-kb heap-kb report warmup resident help" \
-	"forkdirty tables ptes ptes-list n help"
+	"forkdirty tables ptes ptes-list n help" \
+	"cpusuite program input-kb n help" \
+	"tcpstream host port seconds chunk-kb help"
 do
 	set -- $spec
 	prog=$1; shift
@@ -128,6 +130,33 @@ run "tlb_bench" "$OUT/tlb_bench" --max-kb 64 --accesses 1000
 run "forkdirty" "$OUT/forkdirty" --tables 4 --n 2
 run "forkdirty --ptes" "$OUT/forkdirty" --tables 2 --ptes 512 --n 2
 run "forkdirty --ptes-list" "$OUT/forkdirty" --tables 2 --ptes-list 1,3 --n 2
+
+for prog in gzip sha256; do
+	run "cpusuite $prog" "$OUT/cpusuite" --program $prog --input-kb 16 --n 2
+done
+if grep -c '^row run=' "$TMP/out" | grep -qx 2; then ok "cpusuite: a row per run"; else bad "cpusuite: rows"; fi
+
+# tcpstream against a receiver on loopback that reads to EOF, then reports the bytes.
+python3 -c '
+import socket, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+print(s.getsockname()[1], flush=True)
+c, _ = s.accept(); n = 0
+while True:
+    b = c.recv(65536)
+    if not b: break
+    n += len(b)
+c.close(); print(n, flush=True)
+' >"$TMP/rx" &
+rxpid=$!
+i=0
+while [ ! -s "$TMP/rx" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+port=$(head -n 1 "$TMP/rx")
+run "tcpstream" "$OUT/tcpstream" --host 127.0.0.1 --port "$port" --seconds 1 --chunk-kb 16
+sent=$(sed -n 's/.* bytes=\([0-9]*\).*/\1/p' "$TMP/out")
+wait $rxpid
+got=$(sed -n 2p "$TMP/rx")
+if [ -n "$sent" ] && [ "$sent" = "$got" ]; then ok "tcpstream: receiver got all $got bytes"; else bad "tcpstream: sent '$sent', received '$got'"; fi
 
 before=$(ls -d /tmp/churn.* 2>/dev/null)
 run "churn" "$OUT/churn" --duration 2 --rate 600 --tabs 2 --report 1
@@ -158,11 +187,16 @@ expect 2 "forkdirty --ptes + --ptes-list" "$OUT/forkdirty" --ptes 2 --ptes-list 
 expect 2 "churn --rate 0" "$OUT/churn" --rate 0
 expect 2 "churn --tabs 257" "$OUT/churn" --tabs 257
 expect 2 "churn --duration 1.5" "$OUT/churn" --duration 1.5
+expect 2 "cpusuite --program gcc" "$OUT/cpusuite" --program gcc
+expect 2 "cpusuite without --program" "$OUT/cpusuite" --n 1
+expect 2 "tcpstream --host 1.2.3" "$OUT/tcpstream" --host 1.2.3 --port 5
+expect 2 "tcpstream without --port" "$OUT/tcpstream" --host 127.0.0.1
 
 # --- runtime failure: exit 1 ----------------------------------------------
 printf '#!/bin/sh\nexit 3\n' >"$TMP/fail.sh" && chmod +x "$TMP/fail.sh"
 expect 1 "forkbench --exec, child fails" "$OUT/forkbench" --exec --n 2 --hello "$TMP/fail.sh"
 expect 1 "lat_proc --what shell, child fails" "$OUT/lat_proc" --what shell --n 2 --hello "$TMP/fail.sh"
+expect 1 "tcpstream, connection refused" "$OUT/tcpstream" --host 127.0.0.1 --port 1 --seconds 1
 
 # --- churn: SIGTERM cleans up ---------------------------------------------
 "$OUT/churn" --duration 60 --rate 3000 --tabs 4 >"$TMP/out" 2>"$TMP/err" &

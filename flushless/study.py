@@ -1,0 +1,587 @@
+"""flushless reproduce: the paper's evaluation, run on the testbed (issue 4).
+
+Five boots of the project-built Xen and dom0 (strict unless said):
+  baseline   cache off; the busy state (churn) for G scaled minutes, sampled every minute
+  pre        cache on from boot (ptcache=1); the same busy state
+  dyn        cache off at boot, switched on at scaled minute 5 by dom0's study script
+  relaxed    dom0-iommu=relaxed, cache off: the no-protection reference
+  timing     one boot, cache switched at run time between interleaved runs: process
+             latencies, the CPU-bound suite, the TCP stream, the seed lab's benchmarks
+and the seed lab's benchmarks natively on the host. Each experiment writes
+results/NAME.json (configuration, versions, every run) and results/NAME.csv (its rows);
+report.py turns them into report/index.html.
+
+Time scale: one paper minute is MINUTE_S seconds of testbed time holding the paper's 542
+process creations (churn runs at 542 * 60 / MINUTE_S per real minute). Emulation cannot
+run the paper's browser at hardware speed; counts per scaled minute are counts per 542
+creations, which is what the paper's per-minute figures measure.
+"""
+
+import csv
+import dataclasses
+import datetime
+import json
+import os
+import shlex
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+from . import build, measure, workloads
+from .measure import COUNTERS, SEMI_WRITABLE_COUNTERS, parse_counters, parse_stats
+from .progress import ToolError, log
+from .testbed import BootConfig, Testbed
+
+PAPER_RATE = 542  # process creations and exits per minute in the paper's busy state
+LEVELS = ("pgd", "pgd_user", "pud", "pmd", "pte")
+# The busy state's process tree: 4 tabs per browser, each mapping two 32 KiB "libraries"
+# and writing 128 KiB of heap, beside 16 resident processes (the rest of a desktop, so
+# that the 1:1 policy sees a system's worth of page tables, not only the burst).
+CHURN_SHAPE = ["--tabs", "4", "--libs", "2", "--lib-kb", "32", "--heap-kb", "128", "--resident", "16"]
+CPU_PROGRAMS = ("gzip", "bzip2", "lzop", "sha256", "sort", "awk", "bc")
+LAT_WHAT = ("fork", "exec", "shell")
+TIMING_ICOUNT = ("dom0 clock under QEMU -icount shift=0 (1 ns per executed instruction), 1 vCPU; baseline (cache "
+                 "off) and dyn (cache switched on at run time) interleaved within one boot")
+TIMING_WALL = ("dom0 wall clock under TCG (emulation time), 1 vCPU; baseline and dyn interleaved within one boot")
+GUEST_IP, HOST_IP = "10.0.2.15", "10.0.2.2"  # QEMU user networking: 10.0.2.2 is the host
+
+
+@dataclasses.dataclass
+class Profile:
+    name: str
+    minute_s: float  # testbed seconds per scaled minute
+    group_minutes: int
+    switch_minute: int  # dyn: cache switched on at this scaled minute
+    relaxed_minutes: int
+    lat_rounds: int  # interleaved off/on rounds
+    lat_n: dict
+    lat_warmup: int
+    cpu_reps: int
+    cpu_input_kb: int
+    tcp_runs: int  # per group
+    tcp_seconds: int
+    fork_max_kb: int
+    fork_n: int
+    tlb_max_kb: int
+    tlb_accesses: int
+
+    @property
+    def churn_rate(self):
+        return round(PAPER_RATE * 60 / self.minute_s)
+
+    def timing_plan(self):
+        """The -icount boot's runs, in order: (experiment, group, workload, argv, tags)."""
+        plan = []
+        for r in range(self.lat_rounds):
+            for group in _interleave(r):
+                for what in LAT_WHAT:
+                    plan.append(("process_latency", group, "lat_proc",
+                                 ["--what", what, "--n", str(self.lat_n[what]), "--warmup", str(self.lat_warmup)],
+                                 {"round": r, "what": what}))
+        for r in range(self.cpu_reps):
+            for group in _interleave(r):
+                for prog in CPU_PROGRAMS:
+                    plan.append(("cpu_suite", group, "cpusuite",
+                                 ["--program", prog, "--n", "1", "--input-kb", str(self.cpu_input_kb)],
+                                 {"rep": r, "program": prog}))
+        for group in ("baseline", "dyn"):
+            plan.append(("seed_fork_vs_memory", group, "pagetable_bench",
+                         ["--max-kb", str(self.fork_max_kb), "--n", str(self.fork_n)], {}))
+        plan.append(("seed_access_latency", "baseline", "tlb_bench",
+                     ["--max-kb", str(self.tlb_max_kb), "--accesses", str(self.tlb_accesses)], {}))
+        return plan
+
+    def network_plan(self):
+        """The network boot's runs: the TCP stream, interleaved."""
+        return [("tcp_stream", group, "tcpstream",
+                 ["--host", HOST_IP, "--port", "{port}", "--seconds", str(self.tcp_seconds)], {"run": r})
+                for r in range(self.tcp_runs) for group in _interleave(r)]
+
+
+def _interleave(r):
+    # Alternate which group goes first, so drift within the boot falls on both.
+    return ("baseline", "dyn") if r % 2 == 0 else ("dyn", "baseline")
+
+
+PROFILES = {
+    "quick": Profile("quick", minute_s=15, group_minutes=4, switch_minute=1, relaxed_minutes=1,
+                     lat_rounds=2, lat_n={"fork": 100, "exec": 50, "shell": 20}, lat_warmup=20,
+                     cpu_reps=1, cpu_input_kb=64, tcp_runs=3, tcp_seconds=1,
+                     fork_max_kb=8192, fork_n=5, tlb_max_kb=8192, tlb_accesses=20000),
+    "default": Profile("default", minute_s=15, group_minutes=30, switch_minute=5, relaxed_minutes=5,
+                       lat_rounds=5, lat_n={"fork": 200, "exec": 100, "shell": 40}, lat_warmup=50,
+                       cpu_reps=5, cpu_input_kb=256, tcp_runs=30, tcp_seconds=2,
+                       fork_max_kb=131072, fork_n=10, tlb_max_kb=262144, tlb_accesses=200000),
+    "full": Profile("full", minute_s=60, group_minutes=30, switch_minute=5, relaxed_minutes=30,
+                    lat_rounds=10, lat_n={"fork": 1000, "exec": 500, "shell": 200}, lat_warmup=100,
+                    cpu_reps=10, cpu_input_kb=1024, tcp_runs=30, tcp_seconds=10,
+                    fork_max_kb=131072, fork_n=20, tlb_max_kb=262144, tlb_accesses=1000000),
+}
+
+STAGES = ("groups", "timing", "network", "native")
+
+
+# --- the busy-state timeline ------------------------------------------------------------
+
+def parse_study(lines):
+    """The study script's output -> (samples, switched_at, output lines, audit, status)."""
+    samples, cur, part, output, audit, status, switched = [], None, None, [], [], None, None
+    for line in lines:
+        if line.startswith("@@sample "):
+            _, idx, t = line.split()
+            cur = {"index": idx, "t": float(t), "counters": [], "ptcache": [], "meminfo": []}
+            samples.append(cur)
+            part = cur["counters"]
+        elif line in ("@@ptcache", "@@meminfo"):
+            part = cur[line[2:]]
+        elif line.startswith("@@switched "):
+            switched = float(line.split()[1])
+        elif line == "@@switch-failed":
+            raise ToolError("dom0 could not switch the page-table page cache on")
+        elif line == "@@output":
+            part = output
+        elif line == "@@audit":
+            part = audit
+        elif line.startswith("@@status "):
+            status = int(line.split()[1])
+            part = None
+        elif part is not None:
+            part.append(line)
+    if status is None or not samples:
+        raise ValueError("the study script printed no status or no samples")
+    for s in samples:
+        s["counters"] = parse_counters(s["counters"])
+        s["ptcache"] = parse_stats(s["ptcache"])
+        s["meminfo"] = {k.rstrip(":"): int(v.split()[0]) for k, v in
+                        (m.split(None, 1) for m in s["meminfo"])}
+    return samples, switched, output, parse_stats(audit), status
+
+
+def minute_rows(group, samples, minute_s, churn_rows):
+    """Per scaled minute: Xen's counts, ptcache's per-level figures, processes created."""
+    timed = [s for s in samples if s["index"] != "end"]
+    flush, levels = [], []
+    for m, (a, b) in enumerate(zip(timed, timed[1:])):
+        d = measure.delta(a["counters"], b["counters"])
+        row = {"group": group, "minute": m, "t_s": round(b["t"] - timed[0]["t"], 2)}
+        row.update({key: d[xen] for xen, key in list(COUNTERS.items()) + list(SEMI_WRITABLE_COUNTERS.items())
+                    if xen in d})
+        # churn's --report rows are cumulative, one per scaled minute of its own clock.
+        prev = churn_rows[m - 1]["created"] if 0 < m <= len(churn_rows) else 0
+        row["created"] = churn_rows[m]["created"] - prev if m < len(churn_rows) else None
+        flush.append(row)
+        pa, pb = a["ptcache"], b["ptcache"]
+        for lv in LEVELS:
+            r = {"group": group, "minute": m, "level": lv}
+            for k in ("hits", "misses", "alloc_ns", "alloc_count", "free_ns", "free_count", "given_back"):
+                r[k] = pb["%s_%s" % (lv, k)] - pa["%s_%s" % (lv, k)]
+            r["pool"], r["in_use"] = pb[lv + "_pool"], pb[lv + "_in_use"]
+            r["avg_alloc_ns"] = round(r["alloc_ns"] / r["alloc_count"], 1) if r["alloc_count"] else None
+            r["avg_free_ns"] = round(r["free_ns"] / r["free_count"], 1) if r["free_count"] else None
+            levels.append(r)
+    return flush, levels
+
+
+def run_group(tb, group, profile, minutes, switch):
+    """One group's busy state on a booted testbed; returns its record."""
+    duration = int(minutes * profile.minute_s)
+    churn = ["churn", "--duration", str(duration), "--rate", str(profile.churn_rate),
+             "--report", str(int(profile.minute_s))] + CHURN_SHAPE
+    workloads.get("churn").check_args(churn[1:])
+    cmd = "study %s %d %d %s" % (profile.minute_s, minutes, switch, " ".join(shlex.quote(a) for a in churn))
+    log("%s: %d scaled minutes of %g s, churn at %d creations/min%s"
+        % (group, minutes, profile.minute_s, profile.churn_rate,
+           ", cache switched on at minute %d" % switch if switch else ""))
+    t0 = time.monotonic()
+    status, lines = tb.run(cmd, timeout=3 * duration + 600)
+    if status == 125:
+        raise ToolError("xenperfc could not read Xen's counters in dom0:\n%s" % "\n".join(lines[-10:]))
+    try:
+        samples, switched, output, audit, rc = parse_study(lines)
+        result, churn_rows = workloads.parse_output(output)
+    except ValueError as e:
+        raise ToolError("%s: could not parse the study's output: %s\n%s"
+                        % (group, e, "\n".join("    " + x for x in lines[-20:])))
+    if rc != 0:
+        raise ToolError("%s: churn exited %d:\n%s" % (group, rc, "\n".join("    " + x for x in output[-20:])))
+    flush, levels = minute_rows(group, samples, profile.minute_s, churn_rows)
+    last = [s for s in samples if s["index"] != "end"][-1]
+    rec = {"group": group, "minutes": minutes, "switch_minute": switch or None, "churn_argv": churn[1:],
+           "churn_result": result, "audit": audit, "invariant_violations": audit.get("violations"),
+           "overrun_s": round(samples[-1]["t"] - last["t"], 2), "host_seconds": round(time.monotonic() - t0, 1),
+           "switched_at_s": round(switched - samples[0]["t"], 2) if switched else None,
+           "meminfo_kb": last["meminfo"], "ptcache_end": last["ptcache"],
+           "flush_rows": flush, "level_rows": levels}
+    total = sum(r["qi_iotlb_inv"] for r in flush)
+    log("%s: %d IOTLB invalidations in %d minutes, %d processes created (%.0f/min achieved), audit %s violations"
+        % (group, total, minutes, result["ops"], result.get("rate_per_min", 0), audit.get("violations")))
+    return rec
+
+
+# --- the timing boot ----------------------------------------------------------------------
+
+class TcpReceiver:
+    """The TCP stream's receiver on the host's loopback: reads each connection to EOF."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.sock.settimeout(0.5)
+        self.port = self.sock.getsockname()[1]
+        self.received = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(5)
+        self.sock.close()
+        return False
+
+    def _serve(self):
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            n = 0
+            with conn:
+                conn.settimeout(120)
+                try:
+                    while True:
+                        b = conn.recv(1 << 17)
+                        if not b:
+                            break
+                        n += len(b)
+                except OSError:
+                    n = -1
+            self.received.append(n)
+
+
+def bring_up_network(tb):
+    """dom0's e1000e: address, link, route to the host (QEMU user networking)."""
+    tb.check("ip addr add %s/24 dev eth0 && ip link set eth0 up" % GUEST_IP, timeout=60)
+    tb.check("i=0; while [ \"$(cat /sys/class/net/eth0/carrier 2>/dev/null)\" != 1 ]; do "
+             "i=$((i+1)); [ $i -gt 300 ] && exit 1; usleep 100000; done", timeout=60)
+
+
+def run_plan(tb, session, plan, progress, receiver=None):
+    """Runs of baseline (cache off) and dyn (switched on) within one boot; {experiment: [records]}."""
+    out = {}
+    current = None
+    for i, (exp, group, name, argv, tags) in enumerate(plan):
+        want = 1 if group == "dyn" else 0
+        if want != current:
+            session.configure_ptcache({"enabled": want})
+            current = want
+        if receiver:
+            argv = [a.replace("{port}", str(receiver.port)) for a in argv]
+        progress("%d/%d: %s (%s) %s" % (i + 1, len(plan), exp, group, " ".join(argv)))
+        rec = session.run(name, argv)
+        rec.update({"group": group, "cache": "on" if want else "off"}, **tags)
+        if name == "tcpstream":
+            got = receiver.received[-1] if receiver.received else None
+            rec["host_received_bytes"] = got
+            if got != rec["result"]["bytes"]:
+                raise ToolError("TCP stream: dom0 sent %s bytes, the host received %s" % (rec["result"]["bytes"], got))
+        if rec.get("invariant_violations"):
+            raise ToolError("Xen's audit found %d IOMMU invariant violations after %s"
+                            % (rec["invariant_violations"], name))
+        out.setdefault(exp, []).append(rec)
+    return out
+
+
+def run_native(profile):
+    """The seed lab's benchmarks on the host, natively."""
+    tmp = tempfile.mkdtemp(prefix="flushless-native-")
+    try:
+        subprocess.run(["make", "-s", "-C", os.path.join(build.REPO, "workloads"), "OUT=" + tmp], check=True)
+        out = {}
+        for exp, name, argv in (
+                ("seed_fork_vs_memory", "pagetable_bench", ["--max-kb", str(profile.fork_max_kb),
+                                                            "--n", str(profile.fork_n)]),
+                ("seed_access_latency", "tlb_bench", ["--max-kb", str(profile.tlb_max_kb),
+                                                      "--accesses", str(profile.tlb_accesses)])):
+            log("native: %s %s" % (name, " ".join(argv)))
+            res = subprocess.run([os.path.join(tmp, name)] + argv, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, timeout=1800)
+            if res.returncode != 0:
+                raise ToolError("native %s exited %d: %s" % (name, res.returncode, res.stderr.strip()))
+            result, rows = workloads.parse_output(res.stdout.splitlines())
+            out[exp] = {"workload": name, "args": argv, "result": result, "rows": rows, "group": "native"}
+        return out
+    finally:
+        subprocess.run(["rm", "-rf", tmp])
+
+
+# --- results files ----------------------------------------------------------------------
+
+def write_csv(path, rows):
+    keys = []
+    for r in rows:
+        keys += [k for k in r if k not in keys]
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in keys})
+
+
+def write_experiment(results, name, meta, rows, runs=None, summary=None):
+    doc = dict(meta)
+    doc.update({"experiment": name, "rows": rows})
+    if summary is not None:
+        doc["summary"] = summary
+    if runs is not None:
+        doc["runs"] = runs
+    with open(os.path.join(results, name + ".json"), "w") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+    write_csv(os.path.join(results, name + ".csv"), rows)
+    log("wrote %s/%s.{json,csv} (%d rows)" % (results, name, len(rows)))
+
+
+def git_commit():
+    try:
+        res = subprocess.run(["git", "-C", build.REPO, "describe", "--always", "--dirty"], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True, timeout=10)
+        return res.stdout.strip() or None
+    except OSError:
+        return None
+
+
+class Study:
+    def __init__(self, profile, results, stages=STAGES, console_dir=None):
+        self.profile = profile
+        self.results = results
+        self.stages = stages
+        self.console_dir = console_dir or os.path.join(results, "console")
+        self.t0 = time.monotonic()
+        self.boots = {}
+        self._seed = {}  # the seed benchmarks' testbed rows, written with the native ones
+        self._seed_meta = None
+
+    def progress(self, msg):
+        log("[reproduce %s] %s" % (_mmss(time.monotonic() - self.t0), msg))
+
+    def boot_config(self, parts, mode="strict", dom0_args=(), smp=2, icount=False, net=False):
+        return BootConfig(xen=parts.xen.path("xen"), kernel=parts.kernel.path("vmlinuz"),
+                          initramfs=parts.initramfs.path("initramfs.cpio.gz"), mode=mode,
+                          dom0_args=tuple(dom0_args), smp=smp, icount=icount, net=net)
+
+    def boot(self, name, cfg):
+        """A Testbed to use with 'with' (which boots it); the boot is recorded by booted()."""
+        os.makedirs(self.console_dir, exist_ok=True)
+        return Testbed(cfg, os.path.join(self.console_dir, name + ".log"))
+
+    def booted(self, name, tb):
+        cfg = tb.cfg
+        self.boots[name] = {"mode": cfg.mode, "xen_cmdline": cfg.xen_cmdline(), "dom0_cmdline": cfg.dom0_cmdline(),
+                            "qemu_argv": cfg.qemu_argv(), "boot_seconds": round(tb.boot_seconds, 1),
+                            "boot_attempts": tb.boot_attempts, "kernel_release": tb.release}
+
+    def meta(self, parts, **extra):
+        p = self.profile
+        m = {"profile": p.name, "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+             "flushless_commit": git_commit(), "versions": parts.versions(), "boots": self.boots,
+             "time_scale": {"minute_s": p.minute_s, "paper_rate_per_min": PAPER_RATE,
+                            "churn_rate_per_real_min": p.churn_rate,
+                            "meaning": "one scaled minute = %g s of testbed time holding the paper's %d process "
+                                       "creations" % (p.minute_s, PAPER_RATE)},
+             "profile_settings": dataclasses.asdict(p)}
+        m.update(extra)
+        return m
+
+    def run(self):
+        os.makedirs(self.results, exist_ok=True)
+        p = self.profile
+        parts = build.Parts("built").ensure()
+        if "groups" in self.stages:
+            self.run_groups(parts)
+        if "timing" in self.stages:
+            self.run_timing_boot(parts)
+        if "network" in self.stages:
+            self.run_network_boot(parts)
+        if "native" in self.stages:
+            self.run_native_stage(parts)
+        self.progress("done in %s" % _mmss(time.monotonic() - self.t0))
+
+    def run_groups(self, parts):
+        p = self.profile
+        groups = [("baseline", "strict", [], 0, p.group_minutes),
+                  ("pre", "strict", ["ptcache=1"], 0, p.group_minutes),
+                  ("dyn", "strict", [], p.switch_minute, p.group_minutes),
+                  ("relaxed", "relaxed", [], 0, p.relaxed_minutes)]
+        recs = []
+        for i, (group, mode, dom0_args, switch, minutes) in enumerate(groups):
+            self.progress("group %d/%d: %s (dom0-iommu=%s%s)" % (i + 1, len(groups), group, mode,
+                                                                 ", " + " ".join(dom0_args) if dom0_args else ""))
+            with self.boot(group, self.boot_config(parts, mode, dom0_args)) as tb:
+                self.booted(group, tb)
+                session = measure.Session(tb)
+                enabled = session.ptcache_get("enabled")
+                if enabled != ("1" if group == "pre" else "0"):
+                    raise ToolError("%s: ptcache enabled=%s after boot" % (group, enabled))
+                rec = run_group(tb, group, p, minutes, switch)
+                rec.update({"mode": mode, "dom0_args": dom0_args, "ptcache_at_start": enabled})
+                if rec["invariant_violations"]:
+                    raise ToolError("%s: Xen's audit found %d IOMMU invariant violations"
+                                    % (group, rec["invariant_violations"]))
+                recs.append(rec)
+        meta = self.meta(parts, workload="churn " + " ".join(CHURN_SHAPE),
+                         timing="counts are exact; alloc/free times are dom0 wall clock under TCG (emulation time)")
+        flush = [r for rec in recs for r in rec["flush_rows"]]
+        levels = [r for rec in recs for r in rec["level_rows"]]
+        runs = [{k: v for k, v in rec.items() if k not in ("flush_rows", "level_rows")} for rec in recs]
+        write_experiment(self.results, "flush_frequency", meta, flush, runs=runs)
+        write_experiment(self.results, "pt_alloc_free_time", meta,
+                         [r for r in levels if r["group"] != "relaxed"], summary=alloc_free_summary(levels))
+        size_rows = [{k: r[k] for k in ("group", "minute", "level", "pool", "in_use")}
+                     for r in levels if r["group"] in ("pre", "dyn")]
+        write_experiment(self.results, "cache_size", meta, size_rows, summary=cache_size_summary(recs))
+        write_experiment(self.results, "cache_miss", meta, cache_miss_rows(levels))
+
+    def run_timing_boot(self, parts):
+        # -icount: dom0's clock counts executed instructions (1 ns each), so host load does not
+        # reach the figures; one vCPU, as lmbench's lat_proc and SPEC's rate-1 runs use one CPU.
+        self.progress("timing boot (-icount, 1 vCPU): latencies, CPU suite, seed benchmarks, interleaved")
+        with self.boot("timing", self.boot_config(parts, smp=1, icount=True)) as tb:
+            self.booted("timing", tb)
+            runs = run_plan(tb, measure.Session(tb), self.profile.timing_plan(),
+                            lambda m: self.progress("timing " + m))
+        meta = self.meta(parts, timing=TIMING_ICOUNT)
+        lat_rows = [{"round": r["round"], "group": r["group"], "what": r["what"], "ops": r["ops"],
+                     "mean_us": r["result"]["time_us"], "median_us": r["result"]["median_us"],
+                     "min_us": r["result"]["min_us"], "max_us": r["result"]["max_us"],
+                     "qi_iotlb_inv_per_op": r["per_op"]["qi_iotlb_inv"]} for r in runs["process_latency"]]
+        write_experiment(self.results, "process_latency", meta, lat_rows, runs=runs["process_latency"],
+                         summary=paired_summary(lat_rows, "what", "mean_us"))
+        cpu_rows = [{"rep": r["rep"], "group": r["group"], "program": r["program"], "us": r["result"]["time_us"]}
+                    for r in runs["cpu_suite"]]
+        write_experiment(self.results, "cpu_suite", meta, cpu_rows, runs=runs["cpu_suite"],
+                         summary=paired_summary(cpu_rows, "program", "us"))
+        for exp in ("seed_fork_vs_memory", "seed_access_latency"):
+            self._seed[exp] = [dict(row, where="testbed", group=r["group"]) for r in runs[exp] for row in r["rows"]]
+        self._seed_meta = meta
+
+    def run_network_boot(self, parts):
+        # Not under -icount: the host's receiver and QEMU's user networking run in real time.
+        self.progress("network boot (1 vCPU, e1000e): TCP stream to the host, interleaved")
+        with TcpReceiver() as rx:
+            with self.boot("network", self.boot_config(parts, smp=1, net=True)) as tb:
+                self.booted("network", tb)
+                bring_up_network(tb)
+                runs = run_plan(tb, measure.Session(tb), self.profile.network_plan(),
+                                lambda m: self.progress("network " + m), receiver=rx)
+        meta = self.meta(parts, timing=TIMING_WALL, network="dom0 e1000e (QEMU user networking, DMA translated by "
+                                                            "the emulated VT-d) to a receiver on the host's loopback")
+        tcp_rows = [{"run": r["run"], "group": r["group"], "mbps": r["result"]["mbps"], "bytes": r["result"]["bytes"],
+                     "seconds": r["result"]["seconds"], "qi_iotlb_inv": r["counters"]["qi_iotlb_inv"]}
+                    for r in runs["tcp_stream"]]
+        write_experiment(self.results, "tcp_stream", meta, tcp_rows, runs=runs["tcp_stream"],
+                         summary=paired_summary(tcp_rows, None, "mbps"))
+
+    def run_native_stage(self, parts):
+        self.progress("native: the seed lab's benchmarks on the host")
+        native = run_native(self.profile)
+        for exp in ("seed_fork_vs_memory", "seed_access_latency"):
+            rows = self._seed.get(exp, []) + [dict(row, where="native", group="native") for row in native[exp]["rows"]]
+            meta = self._seed_meta or self.meta(parts, timing="testbed not run in this study")
+            meta = dict(meta, native={"args": native[exp]["args"], "result": native[exp]["result"],
+                                      "host": os.uname().nodename, "cpus": os.cpu_count()})
+            write_experiment(self.results, exp, meta, rows)
+
+
+# --- summaries ----------------------------------------------------------------------------
+
+def mean(xs):
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+def stdev(xs):
+    xs = [x for x in xs if x is not None]
+    if len(xs) < 2:
+        return 0.0
+    m = mean(xs)
+    return (sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5
+
+
+def alloc_free_summary(levels):
+    """Per group: total alloc/free time and count over the run, per level and all levels."""
+    out = {}
+    for r in levels:
+        g = out.setdefault(r["group"], {})
+        for lv in (r["level"], "all"):
+            s = g.setdefault(lv, {"alloc_ns": 0, "alloc_count": 0, "free_ns": 0, "free_count": 0})
+            for k in s:
+                s[k] += r[k]
+    for g in out.values():
+        for s in g.values():
+            s["avg_alloc_ns"] = round(s["alloc_ns"] / s["alloc_count"], 1) if s["alloc_count"] else None
+            s["avg_free_ns"] = round(s["free_ns"] / s["free_count"], 1) if s["free_count"] else None
+    return out
+
+
+def cache_size_summary(recs):
+    """Pool versus in-use page-table pages per level at the end of pre and dyn."""
+    out = {}
+    for rec in recs:
+        if rec["group"] not in ("pre", "dyn"):
+            continue
+        pt = rec["ptcache_end"]
+        s = {lv: {"pool": pt[lv + "_pool"], "in_use": pt[lv + "_in_use"]} for lv in LEVELS}
+        pool = sum(v["pool"] for v in s.values())
+        in_use = sum(v["in_use"] for v in s.values())
+        mi = rec["meminfo_kb"]
+        used_kb = mi["MemTotal"] - mi["MemAvailable"]
+        s["total"] = {"pool": pool, "in_use": in_use, "pool_kb": pool * 4, "dom0_used_kb": used_kb,
+                      "pool_share_of_used": round(pool * 4 / used_kb, 5) if used_kb else None}
+        out[rec["group"]] = s
+    return out
+
+
+def cache_miss_rows(levels):
+    rows = []
+    for group in ("pre", "dyn"):
+        for lv in LEVELS:
+            rs = [r for r in levels if r["group"] == group and r["level"] == lv]
+            if not rs:
+                continue
+            hits, misses = sum(r["hits"] for r in rs), sum(r["misses"] for r in rs)
+            rows.append({"group": group, "level": lv, "hits": hits, "misses": misses, "allocations": hits + misses,
+                         "miss_probability": round(misses / (hits + misses), 5) if hits + misses else None})
+    return rows
+
+
+def paired_summary(rows, key, value):
+    """baseline vs dyn per KEY: mean, standard deviation, n, range, and dyn's difference."""
+    out = {}
+    names = sorted(set(r[key] for r in rows)) if key else [None]
+    for name in names:
+        s = {}
+        for group in ("baseline", "dyn"):
+            xs = [r[value] for r in rows if r["group"] == group and (key is None or r[key] == name)]
+            s[group] = {"n": len(xs), "mean": mean(xs), "stdev": stdev(xs),
+                        "min": min(xs) if xs else None, "max": max(xs) if xs else None}
+        b, d = s["baseline"], s["dyn"]
+        if b["mean"] and d["mean"] is not None:
+            s["dyn_vs_baseline"] = round(d["mean"] / b["mean"] - 1, 5)
+            # Standard error of the difference of the means, relative to baseline's mean.
+            se = ((b["stdev"] ** 2 / max(b["n"], 1)) + (d["stdev"] ** 2 / max(d["n"], 1))) ** 0.5
+            s["se_rel"] = round(se / b["mean"], 5)
+        out[name or "all"] = s
+    return out
+
+
+def _mmss(s):
+    return "%d:%02d" % (s // 60, s % 60)

@@ -1,0 +1,74 @@
+"""The evaluation's parsing and summaries, on synthetic output (no testbed)."""
+
+import pytest
+
+from flushless import study
+from flushless.progress import ToolError
+
+
+def stats(pool=0, hits=0, alloc_ns=0, alloc_count=0):
+    lines = []
+    for lv in study.LEVELS:
+        lines += ["%s_hits %d" % (lv, hits), "%s_misses 1" % lv, "%s_pool %d" % (lv, pool), "%s_in_use 5" % lv,
+                  "%s_given_back 0" % lv, "%s_marked 0" % lv, "%s_mark_failed 0" % lv,
+                  "%s_alloc_ns %d" % (lv, alloc_ns), "%s_alloc_count %d" % (lv, alloc_count),
+                  "%s_free_ns 0" % lv, "%s_free_count 0" % lv]
+    return lines + ["pool_pages %d" % (5 * pool), "shrunk 0", "ops xen"]
+
+
+def sample(idx, t, inv, **kw):
+    return (["@@sample %s %s" % (idx, t), "vtd_qi_iotlb_inv %d" % inv, "pv_iommu_unmap_type %d" % inv,
+             "pv_iommu_map_type 0", "pv_iommu_unmap_final_put 0", "vtd_qi_iotlb_inv_skipped 0", "@@ptcache"]
+            + stats(**kw) + ["@@meminfo", "MemTotal: 1000 kB", "MemAvailable: 600 kB", "PageTables: 40 kB"])
+
+
+def output(switch=True):
+    return (sample(0, "100.00", 10) + sample(1, "115.01", 110, pool=2, hits=3, alloc_ns=3000, alloc_count=3)
+            + (["@@switched 115.20"] if switch else [])
+            + sample(2, "130.00", 4294967295 % 2 ** 32 + 0, pool=4, hits=9, alloc_ns=9000, alloc_count=9)
+            + sample("end", "131.50", 5, pool=4, hits=9)
+            + ["@@output", "row t_s=15 created=500 exited=490", "row t_s=30 created=1000 exited=1000",
+               "result ops=1000 time_us=30 rate_per_min=2000", "@@audit", "violations 0", "@@status 0"])
+
+
+def test_parse_study_and_minute_rows():
+    samples, switched, out, audit, status = study.parse_study(output())
+    assert [s["index"] for s in samples] == ["0", "1", "2", "end"]
+    assert switched == 115.2 and status == 0 and audit["violations"] == 0
+    assert samples[1]["meminfo"]["MemAvailable"] == 600
+    from flushless import workloads
+    result, rows = workloads.parse_output(out)
+    flush, levels = study.minute_rows("dyn", samples, 15, rows)
+    assert [r["qi_iotlb_inv"] for r in flush] == [100, (4294967295 - 110) % 2 ** 32]
+    assert [r["created"] for r in flush] == [500, 500]
+    pte = [r for r in levels if r["level"] == "pte"]
+    assert [(r["hits"], r["pool"], r["avg_alloc_ns"]) for r in pte] == [(3, 2, 1000.0), (6, 4, 1000.0)]
+
+
+def test_parse_study_rejects_truncated_output():
+    with pytest.raises(ValueError):
+        study.parse_study(output()[:-1])
+    with pytest.raises(ToolError):
+        study.parse_study(sample(0, "1", 0) + ["@@switch-failed"])
+
+
+def test_paired_summary_and_cache_miss():
+    rows = [{"group": g, "what": "fork", "us": v} for g, v in
+            (("baseline", 100), ("baseline", 110), ("dyn", 90), ("dyn", 80))]
+    s = study.paired_summary(rows, "what", "us")["fork"]
+    assert s["baseline"]["mean"] == 105 and s["dyn"]["mean"] == 85
+    assert s["dyn_vs_baseline"] == pytest.approx(85 / 105 - 1, abs=1e-5)
+    assert s["se_rel"] > 0
+    levels = [{"group": "pre", "level": lv, "hits": 9, "misses": 1} for lv in study.LEVELS]
+    miss = study.cache_miss_rows(levels)
+    assert len(miss) == 5 and miss[0]["miss_probability"] == 0.1
+
+
+def test_profiles_fit_the_busy_state():
+    for p in study.PROFILES.values():
+        assert p.switch_minute + 2 < p.group_minutes
+        assert p.churn_rate * p.minute_s / 60 == pytest.approx(study.PAPER_RATE, abs=1)
+    plan = study.PROFILES["quick"].timing_plan()
+    # Interleaved: each round has both groups, and the first group alternates.
+    lat = [(t["round"], g) for e, g, _, _, t in plan if e == "process_latency" and t["what"] == "fork"]
+    assert lat == [(0, "baseline"), (0, "dyn"), (1, "dyn"), (1, "baseline")]
