@@ -161,7 +161,7 @@ def paired_claim(label, summary, key, paper, better, unit):
     s = summary[key]
     b, d = s["baseline"], s["dyn"]
     diff, se = s.get("dyn_vs_baseline"), s.get("se_rel") or 0
-    ours = "%.3g %s vs %.3g %s (dyn %s, ±%.1f %% SE; n=%d+%d)" % (
+    ours = "%.4g %s vs %.4g %s (dyn %s, ±%.1f %% SE; n=%d+%d)" % (
         d["mean"], unit, b["mean"], unit, pct(diff), 100 * se, d["n"], b["n"])
     if better == "lower":
         ok, rule = diff is not None and diff < -2 * se, "dyn below baseline by more than 2 SE"
@@ -489,8 +489,10 @@ code {{ font-size: 85%; }}
 <p>Profile <b>{profile}</b>, generated {generated}, flushless {commit}. Xen and dom0 built from Debian's sources with
 patches/xen and patches/linux, booted under QEMU (TCG, q35, emulated VT-d), dom0 a PV domain with
 <code>dom0-iommu=strict</code> unless said. <b>Time scale:</b> {meaning}; the busy state runs at {rate} process
-creations per real minute. Counts are exact; times under TCG are emulation times and are compared only within one
-boot (interleaved runs) unless the row says otherwise.</p>
+creations per real minute. Counts are exact. Times are emulation times: they are compared only within one boot
+(baseline and dyn interleaved, the cache switched at run time), the latencies and the CPU suite under QEMU's
+-icount (instruction time, immune to the host's load); each figure says which, and rows that compare separate
+boots say so.</p>
 <h2>Published numbers and ours ({ok} of {n} reproduced)</h2>
 <table><tr><th>item</th><th>published</th><th>ours</th><th>reproduced</th><th>rule</th></tr>
 {rows}

@@ -194,6 +194,11 @@ def run_group(tb, group, profile, minutes, switch):
     log("%s: %d scaled minutes of %g s, churn at %d creations/min%s"
         % (group, minutes, profile.minute_s, profile.churn_rate,
            ", cache switched on at minute %d" % switch if switch else ""))
+    # churn's processes are all forked from one exec, so ASLR picks one address-space layout
+    # per run, and with it how many page-table pages each process needs (libraries and heap
+    # straddling a 2 MiB or 1 GiB boundary or not): about 10 % between runs. Fixed layout:
+    # the same counts on every run.
+    tb.check("echo 0 > /proc/sys/kernel/randomize_va_space", timeout=30)
     t0 = time.monotonic()
     status, lines = tb.run(cmd, timeout=3 * duration + 600)
     if status == 125:
@@ -209,6 +214,7 @@ def run_group(tb, group, profile, minutes, switch):
     flush, levels = minute_rows(group, samples, profile.minute_s, churn_rows)
     last = [s for s in samples if s["index"] != "end"][-1]
     rec = {"group": group, "minutes": minutes, "switch_minute": switch or None, "churn_argv": churn[1:],
+           "randomize_va_space": 0,
            "churn_result": result, "audit": audit, "invariant_violations": audit.get("violations"),
            "overrun_s": round(samples[-1]["t"] - last["t"], 2), "host_seconds": round(time.monotonic() - t0, 1),
            "switched_at_s": round(switched - samples[0]["t"], 2) if switched else None,
