@@ -139,15 +139,27 @@ class Console:
             if self._chunk_delay:
                 time.sleep(self._chunk_delay)
 
-    def run(self, command, timeout):
-        """Run COMMAND in the shell; return (exit status, output lines without Xen's)."""
+    def run(self, command, timeout, progress=None):
+        """Run COMMAND in the shell; return (exit status, output lines without Xen's).
+
+        PROGRESS: (regex, callback); callback(match) for each line of output that matches
+        while the command runs, so that long commands can show how far they got.
+        """
         self._seq += 1
         tag = "%d-%d" % (self._seq, int(time.monotonic() * 1000) % 100000)
         # One line: a tty echoes it whole before the shell runs any of it.
         self.send("printf '@@FL-%%s@@\\n' 'B%s'; %s; printf '@@FL-%%s %%d@@\\n' 'E%s' $?\n" % (tag, command, tag))
         self.expect(r"@@FL-B%s@@\n" % re.escape(tag), timeout, what="start of '%s'" % command)
         start = self._pos
-        m = self.expect(r"@@FL-E%s (\d+)@@" % re.escape(tag), timeout, what="end of '%s'" % command)
+        end = r"@@FL-E%s (?P<status>\d+)@@" % re.escape(tag)
+        if progress:
+            end = re.compile(r"(?P<end>%s)|(?P<progress>%s)" % (end, progress[0]))
+        deadline = time.monotonic() + timeout
+        while True:
+            m = self.expect(end, max(deadline - time.monotonic(), 0), what="end of '%s'" % command)
+            if not progress or m.group("end"):
+                break
+            progress[1](m)
         with self._cond:
             body = self._buf[start:m.start()]
             # Drop what is consumed so a long session does not grow without bound.
@@ -159,7 +171,7 @@ class Console:
         self.xen_lines = [line for line in body.split("\n") if line.startswith("(XEN)")]
         if lines and lines[-1] == "":
             lines.pop()
-        return int(m.group(1)), lines
+        return int(m.group("status")), lines
 
     @property
     def closed(self):

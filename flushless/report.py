@@ -289,6 +289,11 @@ def fig_cache_size(doc, path):
             x = [m + 1 for m in minutes]
             ax.plot(x, pool, "-", color=c, label="%s cache" % lv.upper())
             ax.plot(x, use, ":", color=c, label="%s in use" % lv.upper())
+        x = [m + 1 for m in minutes]
+        ax.plot(x, [sum(r["pool"] for r in rs if r["minute"] == m) for m in minutes], "-", color="black", lw=2,
+                label="all cache")
+        ax.plot(x, [sum(r["in_use"] for r in rs if r["minute"] == m) for m in minutes], ":", color="black", lw=2,
+                label="all in use")
         ax.set_title("%s: cache pages (solid) vs page-table pages (dotted)" % group, fontsize=10)
         ax.set_xlabel("scaled minute")
         ax.set_ylabel("pages")
@@ -417,7 +422,8 @@ def write(results, out):
                "%s Timing method: exact counts. Published, pre: PGD 9/550, PMD 38/2200, PTE 322/6633; dyn: "
                "7/540, 24/2160, 320/6333." % busy)
     def timing(name):
-        return "Timing method: %s." % docs[name]["timing"]
+        # These are per operation or per run: the busy state's time scale does not apply.
+        return "Time scale: none (per operation, not scaled). Timing method: %s." % docs[name]["timing"]
 
     if "process_latency" in docs:
         figure("process_latency.png", lambda p: fig_paired(
@@ -446,7 +452,8 @@ def write(results, out):
                                                          docs.get("seed_access_latency"), p),
                "The seed lab's benchmarks, workloads pagetable_bench (fork time against resident memory; testbed "
                "with the cache off and on) and tlb_bench (random-order access latency against map size), on the "
-               "testbed and natively on the host. Timing method: testbed %s; native: the host's wall clock. "
+               "testbed and natively on the host. Time scale: none (per operation). Timing method: testbed %s; "
+               "native: the host's wall clock. "
                "Under -icount a load costs its instructions only (QEMU's softmmu translates, no TLB is "
                "modelled), so the testbed's access latency is flat: emulation cannot time TLB misses. "
                "No published figure." % (docs.get("seed_fork_vs_memory") or docs["seed_access_latency"])["timing"])

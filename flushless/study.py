@@ -159,7 +159,7 @@ def parse_study(lines):
     return samples, switched, output, parse_stats(audit), status
 
 
-def minute_rows(group, samples, minute_s, churn_rows):
+def minute_rows(group, samples, churn_rows):
     """Per scaled minute: Xen's counts, ptcache's per-level figures, processes created."""
     timed = [s for s in samples if s["index"] != "end"]
     flush, levels = [], []
@@ -200,7 +200,12 @@ def run_group(tb, group, profile, minutes, switch):
     # the same counts on every run.
     tb.check("echo 0 > /proc/sys/kernel/randomize_va_space", timeout=30)
     t0 = time.monotonic()
-    status, lines = tb.run(cmd, timeout=3 * duration + 600)
+
+    def minute_done(m):
+        if m.group("sample") != "0":
+            log("%s: minute %s/%d" % (group, m.group("sample"), minutes))
+
+    status, lines = tb.run(cmd, timeout=3 * duration + 600, progress=(r"@@sample (?P<sample>\d+) ", minute_done))
     if status == 125:
         raise ToolError("xenperfc could not read Xen's counters in dom0:\n%s" % "\n".join(lines[-10:]))
     try:
@@ -211,7 +216,7 @@ def run_group(tb, group, profile, minutes, switch):
                         % (group, e, "\n".join("    " + x for x in lines[-20:])))
     if rc != 0:
         raise ToolError("%s: churn exited %d:\n%s" % (group, rc, "\n".join("    " + x for x in output[-20:])))
-    flush, levels = minute_rows(group, samples, profile.minute_s, churn_rows)
+    flush, levels = minute_rows(group, samples, churn_rows)
     last = [s for s in samples if s["index"] != "end"][-1]
     rec = {"group": group, "minutes": minutes, "switch_minute": switch or None, "churn_argv": churn[1:],
            "randomize_va_space": 0,
@@ -271,7 +276,8 @@ class TcpReceiver:
                         n += len(b)
                 except OSError:
                     n = -1
-            self.received.append(n)
+                # Before the close that ends the sender's run, so the count is there when it reports.
+                self.received.append(n)
 
 
 def bring_up_network(tb):
@@ -409,7 +415,6 @@ class Study:
 
     def run(self):
         os.makedirs(self.results, exist_ok=True)
-        p = self.profile
         parts = build.Parts("built").ensure()
         if "groups" in self.stages:
             self.run_groups(parts)

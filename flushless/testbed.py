@@ -188,10 +188,10 @@ class Testbed:
         # The reason comes first (e.g. "qemu: hardware error: ..."), register dumps after.
         return err if len(err) <= 2400 else err[:1600] + "\n  [...]\n" + err[-800:]
 
-    def run(self, command, timeout=600):
-        """Run a dom0 shell command; return (status, output lines)."""
+    def run(self, command, timeout=600, progress=None):
+        """Run a dom0 shell command; return (status, output lines). progress: see Console.run."""
         try:
-            return self.console.run(command, timeout)
+            return self.console.run(command, timeout, progress)
         except ConsoleError as e:
             err = self._qemu_stderr()
             raise ToolError("testbed: '%s' failed: %s%s" % (command, e, ("\n  QEMU said: " + err) if err else ""))

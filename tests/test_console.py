@@ -41,6 +41,16 @@ def test_run_returns_status_and_output(shell):
     assert (status, lines) == (3, ["a", "b"])
 
 
+def test_progress_callback_sees_lines_while_the_command_runs(shell):
+    con, _ = shell
+    seen = []
+    status, lines = con.run("for i in 1 2 3; do echo step $i; sleep 0.1; done", 10,
+                            progress=(r"step (?P<n>\d)\n", lambda m: seen.append((m.group("n"), time.monotonic()))))
+    assert status == 0 and lines == ["step 1", "step 2", "step 3"]
+    assert [n for n, _ in seen] == ["1", "2", "3"]
+    assert seen[2][1] - seen[0][1] > 0.15  # reported as they came, not at the end
+
+
 def test_output_that_looks_like_a_marker_does_not_end_the_command(shell):
     con, _ = shell
     status, lines = con.run("echo '@@FL-E1-2 0@@'; echo after", 10)

@@ -38,7 +38,7 @@ def test_parse_study_and_minute_rows():
     assert samples[1]["meminfo"]["MemAvailable"] == 600
     from flushless import workloads
     result, rows = workloads.parse_output(out)
-    flush, levels = study.minute_rows("dyn", samples, 15, rows)
+    flush, levels = study.minute_rows("dyn", samples, rows)
     assert [r["qi_iotlb_inv"] for r in flush] == [100, (4294967295 - 110) % 2 ** 32]
     assert [r["created"] for r in flush] == [500, 500]
     pte = [r for r in levels if r["level"] == "pte"]
@@ -72,3 +72,22 @@ def test_profiles_fit_the_busy_state():
     # Interleaved: each round has both groups, and the first group alternates.
     lat = [(t["round"], g) for e, g, _, _, t in plan if e == "process_latency" and t["what"] == "fork"]
     assert lat == [(0, "baseline"), (0, "dyn"), (1, "dyn"), (1, "baseline")]
+
+
+def flush_doc(pre_late):
+    rows = [{"group": "baseline", "minute": m, "qi_iotlb_inv": 5000 + 10 * m} for m in range(8)]
+    rows += [{"group": "pre", "minute": m, "qi_iotlb_inv": [150, 3, pre_late, 2, 0, 1, 0, 0][m]} for m in range(8)]
+    rows += [{"group": "dyn", "minute": m, "qi_iotlb_inv": 5000 if m < 2 else (200 if m == 2 else 4)}
+             for m in range(8)]
+    rows += [{"group": "relaxed", "minute": 0, "qi_iotlb_inv": 0}]
+    return {"rows": rows, "profile_settings": {"switch_minute": 2, "group_minutes": 8}}
+
+
+def test_flush_verdicts_follow_their_rules():
+    from flushless import report
+    ok = {item: good for item, _, _, good, _ in report.flush_claims(flush_doc(pre_late=10))}
+    assert ok == {"IOTLB flushes/min, baseline": True, "IOTLB flushes/min, pre": True,
+                  "IOTLB flushes/min, dyn": True, "IOTLB flushes/min, relaxed (reference)": True}
+    # One minute of pre above 1 % of baseline's steady rate: not reproduced.
+    bad = {item: good for item, _, _, good, _ in report.flush_claims(flush_doc(pre_late=60))}
+    assert bad["IOTLB flushes/min, pre"] is False and bad["IOTLB flushes/min, dyn"] is True
