@@ -108,9 +108,9 @@ def make_parser():
                                    "runs, writes results/*.json and *.csv and report/index.html.")
     size = e.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_const", dest="profile", const="quick",
-                      help="a short smoke version (about 8 minutes warm)")
+                      help="a short smoke version (about 6 minutes warm)")
     size.add_argument("--full", action="store_const", dest="profile", const="full",
-                      help="the paper's durations: 30 one-minute minutes per group (about 2.5 hours)")
+                      help="the paper's durations: 30 one-minute minutes per group (about 3 hours)")
     e.add_argument("--minute-seconds", type=float, metavar="S",
                    help="testbed seconds per scaled minute, 5..600 (default 15; --full 60); the busy state "
                         "runs the paper's 542 process creations in each")
@@ -122,6 +122,12 @@ def make_parser():
     rp = sub.add_parser("report", help="write report/index.html from an existing results/ directory")
     rp.add_argument("--results", default="results", metavar="DIR")
     rp.add_argument("--report", default="report", metavar="DIR")
+
+    cp = sub.add_parser("compare", help="compare two results directories: counts and ratios must agree")
+    cp.add_argument("first", metavar="RESULTS_A")
+    cp.add_argument("second", metavar="RESULTS_B")
+    cp.add_argument("--tolerance", type=float, default=0.05, metavar="F",
+                    help="largest relative difference allowed for counts and ratios (default 0.05)")
 
     sub.add_parser("workloads", help="list the workloads and their options")
     return p
@@ -267,6 +273,25 @@ def cmd_report(args):
     return 0
 
 
+def cmd_compare(args):
+    if not 0 <= args.tolerance < 1:
+        raise workloads.UsageError("--tolerance takes 0 to 1, not %g" % args.tolerance)
+    rows = report.compare(args.first, args.second, args.tolerance)
+    profiles = report.profile_of(args.first), report.profile_of(args.second)
+    if profiles[0] != profiles[1]:
+        log("the two runs used different profiles (%s, %s): counts will differ" % profiles)
+    if not rows:
+        raise ToolError("%s and %s have no figures in common" % (args.first, args.second))
+    print("%-58s %-6s %12s %12s %8s" % ("figure", "kind", "A", "B", "diff"))
+    for name, kind, a, b, rel, ok in rows:
+        print("%-58s %-6s %12.4g %12.4g %7.2f%% %s" % (name, kind, a, b, 100 * rel, "" if ok else "DIFFERS"))
+    bad = [r for r in rows if not r[5]]
+    print("%d of %d counts and ratios within %g %% (noisy timing rows are shown, not judged)"
+          % (sum(1 for r in rows if r[1] != "noisy") - len(bad), sum(1 for r in rows if r[1] != "noisy"),
+             100 * args.tolerance))
+    return 1 if bad else 0
+
+
 def cmd_workloads():
     for name in sorted(workloads.WORKLOADS):
         w = workloads.WORKLOADS[name]
@@ -295,6 +320,8 @@ def main(argv=None):
             return cmd_reproduce(args)
         if args.cmd == "report":
             return cmd_report(args)
+        if args.cmd == "compare":
+            return cmd_compare(args)
         return cmd_workloads()
     except workloads.UsageError as e:
         sys.stderr.write("flushless: %s\n" % e)

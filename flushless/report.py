@@ -325,7 +325,7 @@ def fig_miss(doc, path):
 
 def fig_paired(doc, key, value, names, ylabel, title, path):
     plt = _plt()
-    fig, axes = plt.subplots(1, len(names), figsize=(3.2 * len(names), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(names), figsize=(max(3.2 * len(names), 5.5), 3.6), squeeze=False)
     for ax, name in zip(axes[0], names):
         for k, group in enumerate(("baseline", "dyn")):
             xs = [r[value] for r in doc["rows"] if r["group"] == group and (key is None or r[key] == name)]
@@ -341,6 +341,27 @@ def fig_paired(doc, key, value, names, ylabel, title, path):
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def fig_relative(doc, key, value, names, title, path):
+    """Each run against its program's baseline mean, in per cent: small differences on one scale."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(9, 3.8))
+    for i, name in enumerate(names):
+        base = study.mean([r[value] for r in doc["rows"] if r["group"] == "baseline" and r[key] == name])
+        for k, group in enumerate(("baseline", "dyn")):
+            xs = [100 * (r[value] / base - 1) for r in doc["rows"] if r["group"] == group and r[key] == name]
+            ax.scatter([i + 0.3 * k - 0.15] * len(xs), xs, s=12, color=GROUP_STYLE[group][0],
+                       label=group if i == 0 else None)
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xticks(range(len(names)), names)
+    ax.set_ylabel("run time vs baseline mean (%)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
@@ -433,16 +454,16 @@ def write(results, out):
             "(cache on at run time, warmed by the run's own warm-up). %s Published: 344, 365, 1567 µs with the "
             "cache, 11 %%, 17 %%, 21 %% below baseline." % timing("process_latency"))
     if "cpu_suite" in docs:
-        figure("cpu_suite.png", lambda p: fig_paired(
-            docs["cpu_suite"], "program", "us", list(study.CPU_PROGRAMS), "µs per run",
-            "CPU-bound integer programs (busybox)", p),
+        figure("cpu_suite.png", lambda p: fig_relative(
+            docs["cpu_suite"], "program", "us", list(study.CPU_PROGRAMS),
+            "CPU-bound integer programs (busybox): each run against its program's baseline mean", p),
             "CPU-bound suite standing in for SPECint, workload cpusuite (gzip, bzip2, lzop, sha256sum, sort, awk, "
             "bc on a fixed generated input), groups baseline and dyn. %s Published: largest difference 0.42 %%."
             % timing("cpu_suite"))
     if "tcp_stream" in docs:
         figure("tcp_stream.png", lambda p: fig_paired(
             docs["tcp_stream"], None, "mbps", [None], "Mbit/s delivered",
-            "TCP stream dom0 -> host through e1000e behind the emulated VT-d", p),
+            "TCP stream, dom0 to host (e1000e behind VT-d)", p),
             "TCP stream throughput, workload tcpstream to a receiver on the host's loopback through QEMU's e1000e "
             "(DMA translated by the emulated VT-d) and user networking, groups baseline and dyn. %s Published: "
             "87.926 vs 87.913 Mbps, σ 0.028 / 0.021, on a 100 Mbit/s link; ours is bounded by emulation."
@@ -528,3 +549,75 @@ what carries over is whether the cache changes it.</li>
            commit=e(str(any_doc.get("flushless_commit"))), meaning=e(ts["meaning"]),
            rate=ts["churn_rate_per_real_min"], ok=ok, n=len(table), rows=rows, files=files, figs=fig_html,
            minute_s=ts["minute_s"], boots=boot_html, versions=e(ver))
+
+
+# --- two runs side by side ----------------------------------------------------------------
+
+def profile_of(results):
+    return next(iter(load(results).values())).get("profile")
+
+
+def key_figures(results):
+    """The figures a second run must repeat: counts, and ratios of times within one boot."""
+    docs = load(results)
+    out = []  # (name, kind, value); kind: count | ratio | noisy
+
+    if "flush_frequency" in docs:
+        doc = docs["flush_frequency"]
+        sw = doc["profile_settings"]["switch_minute"]
+        by = {}
+        for r in doc["rows"]:
+            by.setdefault(r["group"], []).append(r)
+        base = study.mean([r["qi_iotlb_inv"] for r in by["baseline"] if r["minute"] >= sw])
+        out.append(("baseline IOTLB flushes/min", "count", base))
+        out.append(("dyn IOTLB flushes/min before the switch", "count",
+                    study.mean([r["qi_iotlb_inv"] for r in by["dyn"] if r["minute"] < sw])))
+        # Near-zero counts compare as the share of baseline's flushes they remove.
+        out.append(("pre: share of flushes removed", "ratio",
+                    1 - study.mean([r["qi_iotlb_inv"] for r in by["pre"] if r["minute"] >= 1]) / base))
+        out.append(("dyn: share of flushes removed from switch + 2", "ratio",
+                    1 - study.mean([r["qi_iotlb_inv"] for r in by["dyn"] if r["minute"] >= sw + 2]) / base))
+        for g in ("baseline", "pre", "dyn"):
+            out.append(("%s processes created" % g, "count", sum(r["created"] or 0 for r in by[g])))
+    if "cache_size" in docs:
+        for g, s in sorted(docs["cache_size"]["summary"].items()):
+            out.append(("%s page-table pages in use at the end" % g, "count", s["total"]["in_use"]))
+            out.append(("%s cache pages at the end" % g, "count", s["total"]["pool"]))
+    if "cache_miss" in docs:
+        for r in docs["cache_miss"]["rows"]:
+            out.append(("%s %s allocations" % (r["group"], r["level"]), "count", r["allocations"]))
+            out.append(("%s %s hit ratio" % (r["group"], r["level"]), "ratio", 1 - (r["miss_probability"] or 0)))
+    if "pt_alloc_free_time" in docs:
+        doc = docs["pt_alloc_free_time"]
+        sw = doc["profile_settings"]["switch_minute"]
+        rows = [r for r in doc["rows"] if r["group"] == "dyn"]
+        for kind in ("alloc", "free"):
+            def avg(rs):
+                n = sum(r[kind + "_count"] for r in rs)
+                return sum(r[kind + "_ns"] for r in rs) / n if n else None
+            off, on = avg([r for r in rows if r["minute"] < sw]), avg([r for r in rows if r["minute"] >= sw + 2])
+            if off and on:
+                out.append(("dyn %s time, cache on / off (TCG wall clock)" % kind, "noisy", on / off))
+    for name, key in (("process_latency", "what"), ("cpu_suite", "program"), ("tcp_stream", None)):
+        if name in docs:
+            for k, s in sorted(docs[name]["summary"].items()):
+                if s.get("dyn_vs_baseline") is not None:
+                    label = "%s %s" % (name, k) if key else name
+                    out.append(("%s: dyn / baseline" % label, "noisy" if name == "tcp_stream" else "ratio",
+                                1 + s["dyn_vs_baseline"]))
+    return out
+
+
+def compare(results_a, results_b, tolerance=0.05):
+    """Rows (name, kind, a, b, relative difference, within); noisy rows never fail."""
+    a = {n: (k, v) for n, k, v in key_figures(results_a)}
+    b = {n: (k, v) for n, k, v in key_figures(results_b)}
+    rows = []
+    for name in a:
+        if name not in b:
+            continue
+        kind, va = a[name]
+        vb = b[name][1]
+        rel = abs(va - vb) / abs(va) if va else (0.0 if vb == va else float("inf"))
+        rows.append((name, kind, va, vb, rel, rel <= tolerance or kind == "noisy"))
+    return rows

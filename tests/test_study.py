@@ -91,3 +91,24 @@ def test_flush_verdicts_follow_their_rules():
     # One minute of pre above 1 % of baseline's steady rate: not reproduced.
     bad = {item: good for item, _, _, good, _ in report.flush_claims(flush_doc(pre_late=60))}
     assert bad["IOTLB flushes/min, pre"] is False and bad["IOTLB flushes/min, dyn"] is True
+
+
+def test_compare_judges_counts_and_ratios_not_noisy_times(tmp_path):
+    import json
+    from flushless import report
+
+    def write(d, base):
+        doc = flush_doc(pre_late=10)
+        for r in doc["rows"]:
+            if r["group"] in ("baseline", "dyn") and r["qi_iotlb_inv"] >= 5000:
+                r["qi_iotlb_inv"] = int(r["qi_iotlb_inv"] * base)
+            r["created"] = 542
+        doc["profile"] = "quick"
+        d.mkdir()
+        (d / "flush_frequency.json").write_text(json.dumps(doc))
+        return str(d)
+
+    a, b, c = write(tmp_path / "a", 1.0), write(tmp_path / "b", 1.03), write(tmp_path / "c", 1.10)
+    assert all(ok for *_, ok in report.compare(a, b))
+    bad = [name for name, _, _, _, _, ok in report.compare(a, c) if not ok]
+    assert bad == ["baseline IOTLB flushes/min", "dyn IOTLB flushes/min before the switch"]
