@@ -116,7 +116,7 @@ PROFILES = {
                        fork_max_kb=131072, fork_n=10, tlb_max_kb=262144, tlb_accesses=200000),
     "full": Profile("full", minute_s=60, group_minutes=30, switch_minute=5, relaxed_minutes=30,
                     lat_rounds=10, lat_n={"fork": 1000, "exec": 500, "shell": 200}, lat_warmup=100,
-                    cpu_reps=10, cpu_input_kb=1024, tcp_runs=30, tcp_seconds=10,
+                    cpu_reps=10, cpu_input_kb=512, tcp_runs=30, tcp_seconds=10,
                     fork_max_kb=131072, fork_n=20, tlb_max_kb=262144, tlb_accesses=1000000),
 }
 
