@@ -1,12 +1,13 @@
 """flushless reproduce: the paper's evaluation, run on the testbed (issue 4).
 
-Five boots of the project-built Xen and dom0 (strict unless said):
+Six boots of the project-built Xen and dom0 (strict unless said):
   baseline   cache off; the busy state (churn) for G scaled minutes, sampled every minute
   pre        cache on from boot (ptcache=1); the same busy state
   dyn        cache off at boot, switched on at scaled minute 5 by dom0's study script
   relaxed    dom0-iommu=relaxed, cache off: the no-protection reference
-  timing     one boot, cache switched at run time between interleaved runs: process
-             latencies, the CPU-bound suite, the TCP stream, the seed lab's benchmarks
+  timing     -icount, 1 vCPU, the cache switched at run time between interleaved runs:
+             process latencies, the CPU-bound suite, the seed lab's benchmarks
+  network    1 vCPU and an e1000e: the TCP stream to the host, interleaved
 and the seed lab's benchmarks natively on the host. Each experiment writes
 results/NAME.json (configuration, versions, every run) and results/NAME.csv (its rows);
 report.py turns them into report/index.html.
@@ -40,7 +41,7 @@ LEVELS = ("pgd", "pgd_user", "pud", "pmd", "pte")
 # and writing 128 KiB of heap, beside 16 resident processes (the rest of a desktop, so
 # that the 1:1 policy sees a system's worth of page tables, not only the burst).
 CHURN_SHAPE = ["--tabs", "4", "--libs", "2", "--lib-kb", "32", "--heap-kb", "128", "--resident", "16"]
-CPU_PROGRAMS = ("gzip", "bzip2", "lzop", "sha256", "sort", "awk", "bc")
+CPU_PROGRAMS = workloads.CPU_PROGRAMS
 LAT_WHAT = ("fork", "exec", "shell")
 TIMING_ICOUNT = ("dom0 clock under QEMU -icount shift=0 (1 ns per executed instruction), 1 vCPU; baseline (cache "
                  "off) and dyn (cache switched on at run time) interleaved within one boot")
