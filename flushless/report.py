@@ -443,7 +443,8 @@ def write(results, out):
         draw(os.path.join(out, fname))
         figs.append((fname, caption))
 
-    busy = ("Workload: churn (%s) at %d process creations per real minute = the paper's %d per scaled minute; "
+    busy = ("Workload: %s (address-space randomisation off) at %d process creations per real minute = the "
+            "paper's %d per scaled minute; "
             "time scale: 1 scaled minute = %g s of testbed time." % (
                 docs["flush_frequency"]["workload"] if "flush_frequency" in docs else "",
                 ts["churn_rate_per_real_min"], study.PAPER_RATE, ts["minute_s"]) if "flush_frequency" in docs else "")
