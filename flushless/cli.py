@@ -4,8 +4,6 @@ import argparse
 import dataclasses
 import json
 import os
-import shlex
-import subprocess
 import sys
 import tempfile
 
@@ -206,24 +204,13 @@ def cmd_shell(args):
 
 
 def cmd_bench_native(args, rest):
-    out = tempfile.mkdtemp(prefix="flushless-native-")
-    subprocess.run(["make", "-s", "-C", os.path.join(build.REPO, "workloads"), "OUT=" + out], check=True)
     if args.workload:
         plan = [(args.workload, workloads.get(args.workload).check_args(rest))]
     else:
         if rest:
             raise workloads.UsageError("workload options need a workload name")
         plan = NATIVE_PLAN
-    recs = []
-    for name, wargs in plan:
-        cmd = [os.path.join(out, name)] + list(wargs)
-        log("native: %s" % " ".join(shlex.quote(c) for c in cmd))
-        res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if res.returncode != 0:
-            raise ToolError("%s exited %d: %s" % (name, res.returncode, res.stderr.strip()))
-        result, rows = workloads.parse_output(res.stdout.splitlines())
-        recs.append({"workload": name, "args": list(wargs), "result": result, "rows": rows, "where": "native"})
-    subprocess.run(["rm", "-rf", out])
+    recs = workloads.run_native(plan)
     if args.json:
         print(json.dumps(recs, indent=2))
     else:

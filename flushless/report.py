@@ -443,11 +443,12 @@ def write(results, out):
         draw(os.path.join(out, fname))
         figs.append((fname, caption))
 
-    busy = ("Workload: %s (address-space randomisation off) at %d process creations per real minute = the "
-            "paper's %d per scaled minute; "
-            "time scale: 1 scaled minute = %g s of testbed time." % (
-                docs["flush_frequency"]["workload"] if "flush_frequency" in docs else "",
-                ts["churn_rate_per_real_min"], study.PAPER_RATE, ts["minute_s"]) if "flush_frequency" in docs else "")
+    busy = ""  # the busy state, named in the captions of the figures that come from it
+    if "flush_frequency" in docs:
+        busy = ("Workload: %s (address-space randomisation off) at %d process creations per real minute = the "
+                "paper's %d per scaled minute; time scale: 1 scaled minute = %g s of testbed time."
+                % (docs["flush_frequency"]["workload"], ts["churn_rate_per_real_min"], study.PAPER_RATE,
+                   ts["minute_s"]))
     if "flush_frequency" in docs:
         figure("flush_frequency.png", lambda p: fig_flush(docs["flush_frequency"], p),
                "IOTLB-flush frequency (Xen's vtd_qi_iotlb_inv per scaled minute), groups baseline (cache off), "

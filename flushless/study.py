@@ -26,7 +26,6 @@ import os
 import shlex
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 
@@ -94,10 +93,10 @@ class Profile:
                      ["--max-kb", str(self.tlb_max_kb), "--accesses", str(self.tlb_accesses)], {}))
         return plan
 
-    def network_plan(self):
-        """The network boot's runs: the TCP stream, interleaved."""
+    def network_plan(self, port):
+        """The network boot's runs: the TCP stream to the host's receiver on PORT, interleaved."""
         return [("tcp_stream", group, "tcpstream",
-                 ["--host", HOST_IP, "--port", "{port}", "--seconds", str(self.tcp_seconds)], {"run": r})
+                 ["--host", HOST_IP, "--port", str(port), "--seconds", str(self.tcp_seconds)], {"run": r})
                 for r in range(self.tcp_runs) for group in _interleave(r)]
 
 
@@ -258,6 +257,13 @@ class TcpReceiver:
         self.sock.close()
         return False
 
+    def check_run(self, rec):
+        """A tcpstream record: the host must have received every byte dom0 sent."""
+        got = self.received[-1] if self.received else None
+        rec["host_received_bytes"] = got
+        if got != rec["result"]["bytes"]:
+            raise ToolError("TCP stream: dom0 sent %s bytes, the host received %s" % (rec["result"]["bytes"], got))
+
     def _serve(self):
         while not self._stop.is_set():
             try:
@@ -288,8 +294,9 @@ def bring_up_network(tb):
              "i=$((i+1)); [ $i -gt 300 ] && exit 1; usleep 100000; done", timeout=60)
 
 
-def run_plan(tb, session, plan, progress, receiver=None):
-    """Runs of baseline (cache off) and dyn (switched on) within one boot; {experiment: [records]}."""
+def run_plan(session, plan, progress, check=None):
+    """Runs of baseline (cache off) and dyn (switched on) within one boot; {experiment: [records]}.
+    check(record), when given, vets each run's record (raises ToolError)."""
     out = {}
     current = None
     for i, (exp, group, name, argv, tags) in enumerate(plan):
@@ -297,16 +304,11 @@ def run_plan(tb, session, plan, progress, receiver=None):
         if want != current:
             session.configure_ptcache({"enabled": want})
             current = want
-        if receiver:
-            argv = [a.replace("{port}", str(receiver.port)) for a in argv]
         progress("%d/%d: %s (%s) %s" % (i + 1, len(plan), exp, group, " ".join(argv)))
         rec = session.run(name, argv)
         rec.update({"group": group, "cache": "on" if want else "off"}, **tags)
-        if name == "tcpstream":
-            got = receiver.received[-1] if receiver.received else None
-            rec["host_received_bytes"] = got
-            if got != rec["result"]["bytes"]:
-                raise ToolError("TCP stream: dom0 sent %s bytes, the host received %s" % (rec["result"]["bytes"], got))
+        if check:
+            check(rec)
         if rec.get("invariant_violations"):
             raise ToolError("Xen's audit found %d IOMMU invariant violations after %s"
                             % (rec["invariant_violations"], name))
@@ -315,26 +317,11 @@ def run_plan(tb, session, plan, progress, receiver=None):
 
 
 def run_native(profile):
-    """The seed lab's benchmarks on the host, natively."""
-    tmp = tempfile.mkdtemp(prefix="flushless-native-")
-    try:
-        subprocess.run(["make", "-s", "-C", os.path.join(build.REPO, "workloads"), "OUT=" + tmp], check=True)
-        out = {}
-        for exp, name, argv in (
-                ("seed_fork_vs_memory", "pagetable_bench", ["--max-kb", str(profile.fork_max_kb),
-                                                            "--n", str(profile.fork_n)]),
-                ("seed_access_latency", "tlb_bench", ["--max-kb", str(profile.tlb_max_kb),
-                                                      "--accesses", str(profile.tlb_accesses)])):
-            log("native: %s %s" % (name, " ".join(argv)))
-            res = subprocess.run([os.path.join(tmp, name)] + argv, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True, timeout=1800)
-            if res.returncode != 0:
-                raise ToolError("native %s exited %d: %s" % (name, res.returncode, res.stderr.strip()))
-            result, rows = workloads.parse_output(res.stdout.splitlines())
-            out[exp] = {"workload": name, "args": argv, "result": result, "rows": rows, "group": "native"}
-        return out
-    finally:
-        subprocess.run(["rm", "-rf", tmp])
+    """The seed lab's benchmarks on the host, natively: {experiment: record}."""
+    plan = [("pagetable_bench", ["--max-kb", str(profile.fork_max_kb), "--n", str(profile.fork_n)]),
+            ("tlb_bench", ["--max-kb", str(profile.tlb_max_kb), "--accesses", str(profile.tlb_accesses)])]
+    fork, tlb = workloads.run_native(plan)
+    return {"seed_fork_vs_memory": dict(fork, group="native"), "seed_access_latency": dict(tlb, group="native")}
 
 
 # --- results files ----------------------------------------------------------------------
@@ -468,7 +455,7 @@ class Study:
         self.progress("timing boot (-icount, 1 vCPU): latencies, CPU suite, seed benchmarks, interleaved")
         with self.boot("timing", self.boot_config(parts, smp=1, icount=True)) as tb:
             self.booted("timing", tb)
-            runs = run_plan(tb, measure.Session(tb), self.profile.timing_plan(),
+            runs = run_plan(measure.Session(tb), self.profile.timing_plan(),
                             lambda m: self.progress("timing " + m))
         meta = self.meta(parts, timing=TIMING_ICOUNT)
         lat_rows = [{"round": r["round"], "group": r["group"], "what": r["what"], "ops": r["ops"],
@@ -494,8 +481,8 @@ class Study:
             with self.boot("network", self.boot_config(parts, smp=2, net=True)) as tb:
                 self.booted("network", tb)
                 bring_up_network(tb)
-                runs = run_plan(tb, measure.Session(tb), self.profile.network_plan(),
-                                lambda m: self.progress("network " + m), receiver=rx)
+                runs = run_plan(measure.Session(tb), self.profile.network_plan(rx.port),
+                                lambda m: self.progress("network " + m), check=rx.check_run)
         meta = self.meta(parts, timing=TIMING_WALL, network="dom0 e1000e (QEMU user networking, DMA translated by "
                                                             "the emulated VT-d) to a receiver on the host's loopback")
         tcp_rows = [{"run": r["run"], "group": r["group"], "mbps": r["result"]["mbps"], "bytes": r["result"]["bytes"],

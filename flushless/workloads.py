@@ -6,7 +6,15 @@ programs check them again (tests/test_workloads.py keeps both lists the same).
 
 import argparse
 import dataclasses
+import os
 import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+
+from .build import REPO
+from .progress import ToolError, log
 
 
 @dataclasses.dataclass
@@ -157,3 +165,26 @@ def _number(v):
             return float(v)
         except ValueError:
             return v
+
+
+def run_native(plan, timeout=1800):
+    """Build the programs into a temporary directory and run each (name, argv) of PLAN on
+    the host; return their records. A program that fails is an error."""
+    out = tempfile.mkdtemp(prefix="flushless-native-")
+    try:
+        subprocess.run(["make", "-s", "-C", os.path.join(REPO, "workloads"), "OUT=" + out], check=True)
+        recs = []
+        for name, argv in plan:
+            cmd = [os.path.join(out, name)] + list(argv)
+            log("native: %s" % " ".join(shlex.quote(c) for c in cmd))
+            try:
+                res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                raise ToolError("%s did not finish within %d s" % (name, timeout))
+            if res.returncode != 0:
+                raise ToolError("%s exited %d: %s" % (name, res.returncode, res.stderr.strip()))
+            result, rows = parse_output(res.stdout.splitlines())
+            recs.append({"workload": name, "args": list(argv), "result": result, "rows": rows, "where": "native"})
+        return recs
+    finally:
+        shutil.rmtree(out, ignore_errors=True)

@@ -309,6 +309,27 @@ void note(const char *fmt, ...)
 	fflush(stdout);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+void out_time_stats(double *t, uint64_t n)
+{
+	double sum = 0;
+
+	for (uint64_t i = 0; i < n; i++)
+		sum += t[i];
+	qsort(t, n, sizeof(*t), cmp_double);
+	out_u64("ops", n);
+	out_f3("time_us", sum / n);
+	out_f3("min_us", t[0]);
+	out_f3("median_us", n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2);
+	out_f3("max_us", t[n - 1]);
+}
+
 void measure_point(void)
 {
 	const char *path = getenv("FLUSHLESS_SYNC");

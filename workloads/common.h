@@ -123,5 +123,10 @@ void out_fp(const char *key, double v, int decimals);
 void out_word(const char *key, const char *word);
 void out_end(void);				/* newline + flush */
 void note(const char *fmt, ...) PRINTF(1, 2);	/* "# ..." line */
+/*
+ * Inside a result line: ops=N time_us=<mean> min_us= median_us= max_us= of
+ * the N timings in t (microseconds); sorts t.
+ */
+void out_time_stats(double *t, uint64_t n);
 
 #endif

@@ -56,13 +56,6 @@ static const char *const words[] = {
 	"tab", "opens", "closes", "in", "loop", "busy", "machine",
 };
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
 /* The generated input file: text, or bc's factorial script. */
 static void write_input(int fd, const char *name, uint64_t kb)
 {
@@ -109,7 +102,7 @@ int main(int argc, char **argv)
 	uint64_t kb = 1024, n = 3;
 	const struct program *prog = NULL;
 	char path[] = "/tmp/cpusuite.XXXXXX";
-	double *t, sum = 0, median;
+	double *t;
 	int c, in, devnull;
 
 	prog_init(argv, usage);
@@ -161,21 +154,14 @@ int main(int argc, char **argv)
 		}
 		wait_ok(pid, prog->argv[0]);
 		t[i] = now_us() - t0;
-		sum += t[i];
 		out_begin("row");
 		out_u64("run", i);
 		out_f3("us", t[i]);
 		out_end();
 	}
 
-	qsort(t, n, sizeof(*t), cmp_double);
-	median = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
 	out_begin("result");
-	out_u64("ops", n);
-	out_f3("time_us", sum / n);
-	out_f3("min_us", t[0]);
-	out_f3("median_us", median);
-	out_f3("max_us", t[n - 1]);
+	out_time_stats(t, n);
 	out_word("program", prog->name);
 	out_end();
 	close(in);

@@ -25,13 +25,6 @@ static const char usage[] =
 	"  --help  print this help and exit\n"
 	"Output: result what=WHAT ops=N time_us=<mean> min_us=<min> median_us=<median> max_us=<max>\n";
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -50,7 +43,7 @@ int main(int argc, char **argv)
 	const char *hello_opt = NULL;
 	char *hello = NULL;
 	int devnull = -1, c;
-	double *t, sum = 0, median;
+	double *t;
 
 	prog_init(argv, usage);
 	opterr = 0;
@@ -98,19 +91,11 @@ int main(int argc, char **argv)
 
 		fork_run_wait(mode, hello, devnull);
 		t[i] = now_us() - t0;
-		sum += t[i];
 	}
-
-	qsort(t, n, sizeof(*t), cmp_double);
-	median = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
 
 	out_begin("result");
 	out_word("what", names[mode]);
-	out_u64("ops", n);
-	out_f3("time_us", sum / n);
-	out_f3("min_us", t[0]);
-	out_f3("median_us", median);
-	out_f3("max_us", t[n - 1]);
+	out_time_stats(t, n);
 	out_end();
 	free(t);
 	free(hello);
