@@ -10,7 +10,9 @@ import glob
 import hashlib
 import json
 import os
+import re
 import shutil
+import subprocess
 import tempfile
 
 from . import debian, tools
@@ -20,15 +22,36 @@ from .progress import ToolError, capture, log, nproc, run_logged
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE = os.environ.get("FLUSHLESS_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "flushless")
 
-XEN_SOURCE = "xen"
-XEN_UPSTREAM = "4.17.5"  # the counters patch is written against this release
+# Debian 13's Xen and Linux, pinned: the series and the tests' counts are written against
+# these versions, and the archive moves on (on 2026-11-23 its lists named Xen 4.20.4+63,
+# whose source files this mirror does not serve, and linux-source-6.12 6.12.117).
+# The sums of the .debs are those of apt's signed lists; Xen's .dsc was never served here,
+# so its tarballs' sums were recorded at download (2026-11-23).
+XEN_SOURCE_VERSION = "4.20.3+127-gc42374a105-0+deb13u1"
+XEN_SOURCE_FILES = [
+    debian.Pin("pool/main/x/xen/xen_4.20.3+127-gc42374a105.orig.tar.xz",
+               "df0831854a55a8f31cb3cb85036f2edc928e2ef098d77f815f5714bfafac68f3"),
+    debian.Pin("pool/main/x/xen/xen_4.20.3+127-gc42374a105-0+deb13u1.debian.tar.xz",
+               "b1f909d626f3d4ba6965ba291dd97b0dfbbe48bb8e2510913cbc1760c5e8cb3e"),
+]
+# Applied after patches/xen for the testbed only (never part of the series).
+XEN_TESTBED_PATCHES = os.path.join(REPO, "testbed", "xen")
 # Kconfig seeds merged into Xen's defaults: perf counters need EXPERT.
 XEN_CONFIG = ["CONFIG_EXPERT=y", "CONFIG_PERF_COUNTERS=y"]
-LINUX_IMAGE_META = "linux-image-amd64"
-LINUX_SOURCE = "linux-source-6.1"
+# check-series also builds Xen without PV guests: the series' PV-only code must compile away.
+XEN_CONFIG_NO_PV = ["# CONFIG_PV is not set"]
+LINUX_SOURCE = "linux-source-6.12"
+LINUX_VERSION = "6.12.107-1"
+LINUX_SOURCE_DEB = debian.Pin("pool/main/l/linux/linux-source-6.12_6.12.107-1_all.deb",
+                              "775b9ef84d7fa7927ccebfec33fbbe9aeb2482ebf9a92c771aafd33fb6e2ee27")
+# Debian's own build of that source: the stock baseline.
+LINUX_IMAGE = "linux-image-6.12.107+deb13-amd64"
+LINUX_IMAGE_DEB = debian.Pin("pool/main/l/linux-signed-amd64/linux-image-6.12.107+deb13-amd64_6.12.107-1_amd64.deb",
+                             "7794643cf4560de2a7e3b069e8ca8511ad2a568d652ea285f0fe051f79bc9e99")
 LINUX_CONFIG = os.path.join(REPO, "testbed", "linux", "flushless.config")
-# Modules Debian builds as =m that the guest needs (our own kernel has them built in).
-DEBIAN_MODULES = ["drivers/xen/xen-privcmd.ko", "drivers/xen/xenfs/xenfs.ko"]
+# Modules Debian builds as =m that the guest needs (our own kernel has them built in);
+# Debian 13 ships them xz-compressed.
+DEBIAN_MODULES = ["drivers/xen/xen-privcmd.ko.xz", "drivers/xen/xenfs/xenfs.ko.xz"]
 
 
 def _sha(h, item):
@@ -109,11 +132,20 @@ class Part:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        finally:
+            # The source tree a build unpacked (work_dir()), kept only while it runs.
+            for d in getattr(self, "work_dirs", ()):
+                shutil.rmtree(d, ignore_errors=True)
         log("%s: built (%s)" % (self.name, self.dir))
         return self.dir
 
     def build(self, out):
         raise NotImplementedError
+
+    def work_dir(self, name):
+        d = work_dir(name)
+        self.work_dirs = getattr(self, "work_dirs", []) + [d]
+        return d
 
 
 def downloads(*parts):
@@ -121,10 +153,9 @@ def downloads(*parts):
 
 
 def work_dir(name):
-    d = os.path.join(CACHE, "work", name)
-    shutil.rmtree(d, ignore_errors=True)
-    os.makedirs(d)
-    return d
+    """A fresh directory of its own for one build: two builds may run at once."""
+    os.makedirs(os.path.join(CACHE, "work"), exist_ok=True)
+    return tempfile.mkdtemp(prefix=name + ".", dir=os.path.join(CACHE, "work"))
 
 
 def apply_patches(tree, series, logfile, label):
@@ -143,34 +174,37 @@ class Xen(Part):
 
     name = "xen"
 
-    def __init__(self, series=None):
+    def __init__(self, series=None, config=None):
         self.series = patches("xen") if series is None else series
+        self.config = XEN_CONFIG + list(config or [])
+
+    def testbed_patches(self):
+        return file_list(os.path.relpath(os.path.join(XEN_TESTBED_PATCHES, "*.patch"), REPO))
 
     def version(self):
-        if not hasattr(self, "_version"):
-            self._version = debian.source_version(XEN_SOURCE, XEN_UPSTREAM)
-        return self._version
+        return XEN_SOURCE_VERSION
 
     def inputs(self):
-        return ([("xen-source", self.version()), ("gcc", gcc_version()), ("config", " ".join(XEN_CONFIG))]
-                + [("file:patch", p) for p in self.series])
+        return ([("xen-source", self.version()), ("gcc", gcc_version()), ("config", " ".join(self.config))]
+                + [("file:patch", p) for p in self.series]
+                + [("file:testbed-patch", p) for p in self.testbed_patches()])
 
     def build(self, out):
-        tools.require("dpkg-source", "gcc", "make", "flex", "bison", "python3", "patch")
-        dsc = debian.download_source(XEN_SOURCE, self.version(), downloads("xen"))
-        work = work_dir("xen")
+        tools.require("gcc", "make", "flex", "bison", "python3", "patch", "tar", "xz")
+        files = {pin.name: debian.fetch_pinned(pin, downloads("xen")) for pin in XEN_SOURCE_FILES}
+        work = self.work_dir("xen")
         tree = os.path.join(work, "src")
         logfile = os.path.join(out, "build.log")
-        log("xen: unpacking %s" % os.path.basename(dsc))
-        run_logged(["dpkg-source", "--no-check", "-x", dsc, tree], logfile, "xen: dpkg-source")
-        apply_patches(tree, self.series, logfile, "xen")
+        log("xen: unpacking %s" % ", ".join(sorted(files)))
+        debian_patches = debian.unpack_source(files, tree, logfile)
+        apply_patches(tree, self.series + self.testbed_patches(), logfile, "xen")
         with open(os.path.join(tree, "xen", ".config"), "w") as f:
-            f.write("\n".join(XEN_CONFIG) + "\n")
+            f.write("\n".join(self.config) + "\n")
         run_logged(["make", "-C", "xen", "olddefconfig"], logfile, "xen: config", cwd=tree)
         with open(os.path.join(tree, "xen", ".config")) as f:
-            config = f.read()
-        for line in XEN_CONFIG:
-            if line not in config.splitlines():
+            config = f.read().splitlines()
+        for line in self.config:
+            if line not in config:
                 raise ToolError("xen: %s did not stick in the config (Kconfig refused it)" % line)
         run_logged(["make", "-C", "xen", "-j%d" % nproc()], logfile, "xen: build", cwd=tree,
                    count=r"^\s+CC\s")
@@ -178,8 +212,25 @@ class Xen(Part):
         shutil.copy(os.path.join(tree, "xen", "xen"), os.path.join(out, "xen"))
         shutil.copy(os.path.join(tree, "xen", ".config"), os.path.join(out, "config"))
         shutil.copytree(os.path.join(tree, "xen", "include", "public"), os.path.join(out, "include", "public"))
+        version = xen_version(tree)
         shutil.rmtree(work)
-        return {"xen_source_version": self.version(), "patches": [os.path.basename(p) for p in self.series]}
+        return {"xen_source_version": self.version(), "xen_version": version,
+                "debian_patches": len(debian_patches),
+                "patches": [os.path.basename(p) for p in self.series],
+                "testbed_patches": [os.path.basename(p) for p in self.testbed_patches()],
+                "config": self.config}
+
+
+def xen_version(tree):
+    """'4.20.4-pre' etc. from the tree's own Makefile."""
+    fields = {}
+    with open(os.path.join(tree, "xen", "Makefile")) as f:
+        for line in f:
+            m = re.match(r"(?:export\s+)?(XEN_VERSION|XEN_SUBVERSION|XEN_EXTRAVERSION)\s*\??=\s*([^$\s]*)", line)
+            if m:
+                fields[m.group(1)] = m.group(2)
+    return "%s.%s%s" % (fields.get("XEN_VERSION", "?"), fields.get("XEN_SUBVERSION", "?"),
+                        fields.get("XEN_EXTRAVERSION", ""))
 
 
 class Kernel(Part):
@@ -190,17 +241,12 @@ class Kernel(Part):
 
 
 class DebianKernel(Kernel):
-    """Debian's prebuilt 6.1 kernel, as it is: the stock baseline."""
+    """Debian 13's prebuilt 6.12 kernel, as it is: the stock baseline."""
 
     name = "linux-debian"
 
     def package(self):
-        if not hasattr(self, "_pkg"):
-            deps = [d for d in debian.depends(LINUX_IMAGE_META) if d.startswith("linux-image-")]
-            if not deps:
-                raise ToolError("%s depends on no linux-image package" % LINUX_IMAGE_META)
-            self._pkg = (deps[0], debian.candidate(deps[0]))
-        return self._pkg
+        return LINUX_IMAGE, LINUX_VERSION
 
     def inputs(self):
         pkg, ver = self.package()
@@ -208,7 +254,7 @@ class DebianKernel(Kernel):
 
     def build(self, out):
         pkg, ver = self.package()
-        deb = debian.download_binary(pkg, ver, downloads("deb"))
+        deb = debian.fetch_pinned(LINUX_IMAGE_DEB, downloads("deb"))
         with tempfile.TemporaryDirectory(dir=os.path.join(CACHE, "parts")) as tmp:
             debian.extract_deb(deb, tmp)
             vmlinuz = glob.glob(os.path.join(tmp, "boot", "vmlinuz-*"))
@@ -219,29 +265,37 @@ class DebianKernel(Kernel):
             shutil.copy(os.path.join(tmp, "boot", "config-" + release), os.path.join(out, "config"))
             os.makedirs(os.path.join(out, "modules"))
             for m in DEBIAN_MODULES:
-                src = os.path.join(tmp, "lib", "modules", release, "kernel", m)
+                # Debian 13 installs modules under /usr/lib (merged /usr).
+                src = os.path.join(tmp, "usr", "lib", "modules", release, "kernel", m)
+                if not os.path.exists(src):
+                    src = os.path.join(tmp, "lib", "modules", release, "kernel", m)
                 if not os.path.exists(src):
                     raise ToolError("%s has no %s" % (deb, m))
-                shutil.copy(src, os.path.join(out, "modules"))
+                dest = os.path.join(out, "modules", os.path.basename(m)[:-len(".xz")])
+                with open(dest, "wb") as f:
+                    subprocess.run(["xz", "-dc", src], stdout=f, check=True)
         return {"package": pkg, "version": ver, "release": release}
 
 
 class BuiltKernel(Kernel):
-    """linux-source-6.1 with patches/linux/ applied, x86_64_defconfig + xen.config + our fragment."""
+    """Debian 13's linux-source-6.12 with patches/linux/ applied, x86_64_defconfig +
+    xen.config + our fragment. vanilla=True: the same source and config without the series
+    (CONFIG_PTCACHE does not exist there), so that "off = stock" compares like with like."""
 
     name = "linux-built"
 
-    def __init__(self, series=None, jobs=None):
+    def __init__(self, series=None, jobs=None, vanilla=False):
+        if vanilla:
+            self.name = "linux-vanilla"
+            series = []
         self.series = patches("linux") if series is None else series
         self.jobs = jobs or nproc()
-        # A prefix of the series may not offer every option of the fragment yet
+        # A prefix of the series (or none) does not offer every option of the fragment
         # (CONFIG_PTCACHE needs the x86 patch): then a dropped line only warns.
         self.partial = series is not None and series != patches("linux")
 
     def version(self):
-        if not hasattr(self, "_version"):
-            self._version = debian.candidate(LINUX_SOURCE)
-        return self._version
+        return LINUX_VERSION
 
     def inputs(self):
         return ([("linux-source", self.version()), ("gcc", gcc_version()), ("file:config", LINUX_CONFIG)]
@@ -249,8 +303,8 @@ class BuiltKernel(Kernel):
 
     def build(self, out):
         tools.require("dpkg-deb", "gcc", "make", "flex", "bison", "bc", "patch", "xz")
-        deb = debian.download_binary(LINUX_SOURCE, self.version(), downloads("deb"))
-        work = work_dir("linux")
+        deb = debian.fetch_pinned(LINUX_SOURCE_DEB, downloads("deb"))
+        work = self.work_dir("linux")
         logfile = os.path.join(out, "build.log")
         log("linux: unpacking %s (1.5 GB tree, about a minute)" % os.path.basename(deb))
         tarball = "./usr/src/%s.tar.xz" % LINUX_SOURCE
@@ -351,10 +405,18 @@ class Initramfs(Part):
         run_logged(["make", "-C", os.path.join(REPO, "workloads"), "OUT=" + bindir], logfile, "workloads: build")
         guest = os.path.join(REPO, "testbed", "guest")
         # dom0's tools talk to the Xen under test: built against its public headers.
+        with open(self.xen.path("include/public/domctl.h")) as f:
+            series_abi = "XEN_DOMCTL_pv_iommu_audit" in f.read()
         for src in file_list("testbed/guest/*.c"):
             prog = os.path.basename(src)[:-2]
-            run_logged(["gcc", "-O2", "-static", "-Wall", "-Wextra", "-Werror", "-I", self.xen.path("include"),
-                        "-o", os.path.join(bindir, prog), src], logfile, "%s: build" % prog)
+            try:
+                run_logged(["gcc", "-O2", "-static", "-Wall", "-Wextra", "-Werror", "-I", self.xen.path("include"),
+                            "-o", os.path.join(bindir, prog), src], logfile, "%s: build" % prog)
+            except ToolError:
+                if series_abi:
+                    raise
+                # A Xen without patches/xen/0002-0003 (a prefix of the series): no audit, no marks.
+                log("%s: not built, this Xen lacks the semi-writable ABI" % prog)
 
         def fill(w):
             for d in ("dev", "proc", "sys", "tmp", "run", "root", "sbin", "usr/bin", "usr/sbin"):
@@ -383,14 +445,16 @@ def kernel_part(which):
         return DebianKernel()
     if which == "built":
         return BuiltKernel()
-    raise ToolError("unknown kernel '%s' (debian or built)" % which)
+    if which == "vanilla":
+        return BuiltKernel(vanilla=True)
+    raise ToolError("unknown kernel '%s' (debian, built or vanilla)" % which)
 
 
 class Parts:
     """The set of parts one testbed boot needs."""
 
-    def __init__(self, kernel="debian"):
-        self.xen = Xen()
+    def __init__(self, kernel="debian", xen_series=None):
+        self.xen = Xen(series=xen_series)
         self.kernel = kernel_part(kernel)
         self.busybox = Busybox()
         self.initramfs = Initramfs(self.kernel, self.xen, self.busybox)

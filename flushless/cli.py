@@ -2,12 +2,14 @@
 
 import argparse
 import dataclasses
+import glob
 import json
 import os
+import re
 import sys
 import tempfile
 
-from . import build, measure, report, study, workloads
+from . import build, measure, report, series, study, workloads
 from .progress import ToolError, log
 from .testbed import BootConfig, Testbed
 
@@ -32,27 +34,51 @@ def add_boot_options(p):
                    help="dom0-iommu mode: strict keeps dom0's memory in sync with the IOMMU (default strict)")
     g.add_argument("--caching-mode", choices=("on", "off"), default="off",
                    help="VT-d caching mode of the emulated IOMMU (default off, as real hardware)")
-    g.add_argument("--kernel", choices=("debian", "built"), default=None,
-                   help="dom0 kernel: Debian's prebuilt one, or linux-source-6.1 built with patches/linux "
+    g.add_argument("--kernel", choices=("debian", "built", "vanilla"), default=None,
+                   help="dom0 kernel: Debian 13's prebuilt 6.12, linux-source-6.12 built with patches/linux, "
+                        "or vanilla: the same source and config without the series "
                         "(default debian; built when --cache or a ptcache tunable is given)")
     g.add_argument("--smp", type=int, default=2, choices=range(1, 9), metavar="N", help="vCPUs (default 2)")
     g.add_argument("--icount", action="store_true",
                    help="QEMU -icount shift=0,sleep=off: guest time counts executed instructions (repeatable timing)")
     g.add_argument("--console-log", metavar="FILE", help="where the console goes (default: a temporary file)")
+    g.add_argument("--xen-arg", action="append", default=[], metavar="ARG",
+                   help="append ARG to Xen's command line, e.g. iommu-test-map-delay=500 (the testbed-only "
+                        "delay of testbed/xen/, in microseconds); repeatable")
+    g.add_argument("--xen-series", metavar="DIR",
+                   help="build Xen with the patches in DIR instead of patches/xen (e.g. "
+                        "tests/fixtures/xen-old-design, the design before issue 8)")
+
+
+XEN_ARG = re.compile(r"[a-z0-9_-]+(=[A-Za-z0-9_.,:-]+)?$")
+
+
+def xen_options(args):
+    """(series or None, xen_args) from --xen-series and --xen-arg, checked."""
+    for a in args.xen_arg:
+        if not XEN_ARG.match(a):
+            raise workloads.UsageError("--xen-arg takes NAME or NAME=VALUE (letters, digits, _.,:-), not '%s'" % a)
+    series = None
+    if args.xen_series:
+        series = sorted(glob.glob(os.path.join(os.path.abspath(args.xen_series), "*.patch")))
+        if not series:
+            raise workloads.UsageError("--xen-series %s holds no *.patch files" % args.xen_series)
+    return series, tuple(args.xen_arg)
 
 
 def resolve_kernel(args):
     wants_cache = getattr(args, "cache", None) is not None or ptcache_settings(args)
     if args.kernel is None:
         args.kernel = "built" if wants_cache else "debian"
-    elif args.kernel == "debian" and wants_cache:
-        raise workloads.UsageError("--cache and the ptcache tunables need --kernel built (Debian's kernel has no ptcache)")
+    elif args.kernel != "built" and wants_cache:
+        raise workloads.UsageError("--cache and the ptcache tunables need --kernel built (the %s kernel has no "
+                                   "ptcache)" % args.kernel)
 
 
 def ptcache_settings(args):
     """The ptcache tunables asked for on the command line, in the order to apply them."""
     out = {}
-    for name in ("ratio", "min_pages", "max_pages"):
+    for name in ("policy", "ratio", "min_pages", "max_pages", "idle_ms", "timing"):
         v = getattr(args, "ptcache_" + name, None)
         if v is not None:
             out[name] = v
@@ -64,7 +90,8 @@ def ptcache_settings(args):
 def boot_config(args, parts):
     return BootConfig(xen=parts.xen.path("xen"), kernel=parts.kernel.path("vmlinuz"),
                       initramfs=parts.initramfs.path("initramfs.cpio.gz"), mode=args.mode,
-                      caching_mode=args.caching_mode == "on", smp=args.smp, icount=args.icount)
+                      caching_mode=args.caching_mode == "on", smp=args.smp, icount=args.icount,
+                      xen_args=xen_options(args)[1])
 
 
 def make_parser():
@@ -74,8 +101,9 @@ def make_parser():
     sub.required = True
 
     b = sub.add_parser("build", help="build (or report cached) every part of the testbed")
-    b.add_argument("--kernel", choices=("debian", "built", "all"), default="all",
-                   help="which dom0 kernel(s) to prepare (default all)")
+    b.add_argument("--kernel", choices=("debian", "built", "vanilla", "all"), default="all",
+                   help="which dom0 kernel(s) to prepare (default all: debian and built; vanilla is built "
+                        "when asked for)")
     b.add_argument("--each-patch", action="store_true",
                    help="also build Xen and the kernel at every prefix of their patch series "
                         "(each patch must build on its own)")
@@ -88,7 +116,13 @@ def make_parser():
     c = r.add_argument_group("page-table page cache (patches/linux; implies --kernel built)")
     c.add_argument("--cache", choices=("on", "off"),
                    help="switch /sys/kernel/mm/ptcache/enabled before the workload")
-    c.add_argument("--ptcache-ratio", type=int, metavar="N", help="pool:in-use ratio before giving pages back")
+    c.add_argument("--ptcache-policy", choices=("adaptive", "paper"),
+                   help="pool policy: adaptive (the kernel's default) or the study's fixed thresholds")
+    c.add_argument("--ptcache-idle-ms", type=int, metavar="MS",
+                   help="adaptive policy: give back pool pages nothing took for MS")
+    c.add_argument("--ptcache-timing", type=int, choices=(0, 1),
+                   help="count per-level alloc/free time (also with the cache off)")
+    c.add_argument("--ptcache-ratio", type=int, metavar="N", help="paper policy: pool:in-use ratio before giving back")
     c.add_argument("--ptcache-min-pages", type=int, metavar="N", help="pool + in-use floor before giving back")
     c.add_argument("--ptcache-max-pages", type=int, metavar="N", help="cap on all pools together")
     r.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
@@ -117,6 +151,15 @@ def make_parser():
     e.add_argument("--results", default="results", metavar="DIR", help="results directory (default results)")
     e.add_argument("--report", default="report", metavar="DIR", help="report directory (default report)")
 
+    se = sub.add_parser("series", help="what the Linux series must show: off is stock, flushes per operation at "
+                                       "1-8 vCPUs, scaling, other workloads, a soak",
+                        description=series.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    se.add_argument("experiments", nargs="*", metavar="EXPERIMENT",
+                    help="any of %s (default all)" % ", ".join(series.EXPERIMENTS))
+    se.add_argument("--quick", action="store_true", help="fewer rounds, 2 vCPUs only, a 3-minute soak")
+    se.add_argument("--results", default="results/series", metavar="DIR",
+                    help="results directory (default results/series)")
+
     rp = sub.add_parser("report", help="write report/index.html from an existing results/ directory")
     rp.add_argument("--results", default="results", metavar="DIR")
     rp.add_argument("--report", default="report", metavar="DIR")
@@ -143,7 +186,12 @@ def cmd_build(args):
             for k in range(1, len(series)):
                 log("%s: building with the first %d of %d patches" % (kind, k, len(series)))
                 part_class(series=series[:k]).ensure()
-        log("every prefix of patches/xen and patches/linux builds")
+        # Xen without PV support must build at every prefix too (the mark and the audit are PV only).
+        series = build.patches("xen")
+        for k in range(1, len(series) + 1):
+            log("xen: building with the first %d of %d patches and CONFIG_PV=n" % (k, len(series)))
+            build.Xen(series=series[:k], config=build.XEN_CONFIG_NO_PV).ensure()
+        log("every prefix of patches/xen (with and without CONFIG_PV) and of patches/linux builds")
     return 0
 
 
@@ -152,7 +200,7 @@ def cmd_run(args, rest):
     wargs = w.check_args(rest)
     resolve_kernel(args)
     settings = ptcache_settings(args)
-    parts = build.Parts(args.kernel).ensure()
+    parts = build.Parts(args.kernel, xen_series=xen_options(args)[0]).ensure()
     cfg = boot_config(args, parts)
     console_log = args.console_log or tempfile.mkstemp(prefix="flushless-console-", suffix=".log")[1]
     with Testbed(cfg, console_log) as tb:
@@ -163,6 +211,7 @@ def cmd_run(args, rest):
         rec.update({"mode": cfg.mode, "caching_mode": args.caching_mode, "kernel": args.kernel,
                     "kernel_release": tb.release, "smp": cfg.smp, "icount": cfg.icount,
                     "boot_seconds": round(tb.boot_seconds, 1), "boot_attempts": tb.boot_attempts, "console_log": console_log,
+                    "xen_version": tb.xen_version, "xen_cmdline": cfg.xen_cmdline(),
                     "versions": parts.versions(),
                     "timing": "guest wall clock under TCG%s" % (" -icount (1 ns per instruction)" if cfg.icount else
                                                                   " (emulation time: compare within one boot)")})
@@ -194,7 +243,7 @@ def print_table(rec):
 
 def cmd_shell(args):
     resolve_kernel(args)
-    parts = build.Parts(args.kernel).ensure()
+    parts = build.Parts(args.kernel, xen_series=xen_options(args)[0]).ensure()
     argv = boot_config(args, parts).qemu_argv()
     argv[argv.index("-serial") + 1] = "mon:stdio"
     argv.remove("-monitor")
@@ -205,7 +254,10 @@ def cmd_shell(args):
 
 def cmd_bench_native(args, rest):
     if args.workload:
-        plan = [(args.workload, workloads.get(args.workload).check_args(rest))]
+        w = workloads.get(args.workload)
+        if w.guest_only:
+            raise workloads.UsageError("%s is a dom0 tool: it runs on the testbed only" % w.name)
+        plan = [(args.workload, w.check_args(rest))]
     else:
         if rest:
             raise workloads.UsageError("workload options need a workload name")
@@ -305,6 +357,13 @@ def main(argv=None):
             return cmd_bench_native(args, rest)
         if args.cmd == "reproduce":
             return cmd_reproduce(args)
+        if args.cmd == "series":
+            for name in args.experiments:
+                if name not in series.EXPERIMENTS:
+                    raise workloads.UsageError("unknown experiment '%s' (%s)" % (name, ", ".join(series.EXPERIMENTS)))
+            series.run(args.experiments or series.EXPERIMENTS, args.results,
+                       os.path.join(args.results, "console"), quick=args.quick)
+            return 0
         if args.cmd == "report":
             return cmd_report(args)
         if args.cmd == "compare":

@@ -47,6 +47,64 @@ class ConsoleClosed(ConsoleError):
     pass
 
 
+class XenRouter:
+    """Xen's messages and dom0's output share one serial line, so a Xen message can land in
+    the middle of a dom0 line ('csched: acct_balance 0(XEN) uart interrupt ...'). feed()
+    moves each such message to just after the end of that dom0 line, so that both stay
+    whole lines. A possible start of the tag at the end of a chunk waits for the next one.
+    """
+
+    TAG = "(XEN)"
+
+    def __init__(self):
+        self._bol = True  # the last text passed on ended a line
+        self._hold = ""  # a possible start of TAG, or a Xen message not yet ended
+        self._in_xen = False  # _hold is a Xen message that began inside a dom0 line
+        self._deferred = ""  # whole Xen messages waiting for the dom0 line to end
+
+    def feed(self, text):
+        s, self._hold = self._hold + text, ""
+        out = []
+        while s:
+            if self._in_xen:
+                nl = s.find("\n")
+                if nl < 0:
+                    self._hold = s
+                    break
+                self._deferred += s[:nl + 1]
+                self._in_xen = False
+                s = s[nl + 1:]
+                continue
+            nl = s.find("\n")
+            line = s if nl < 0 else s[:nl + 1]
+            k = line.find(self.TAG)
+            if k < 0 or (k == 0 and self._bol):
+                if nl < 0:
+                    keep = 0 if k == 0 else next((n for n in range(len(self.TAG) - 1, 0, -1)
+                                                  if line.endswith(self.TAG[:n])), 0)
+                    out.append(line[:len(line) - keep])
+                    self._hold = line[len(line) - keep:]
+                    if len(line) > keep:
+                        self._bol = False
+                    break
+                out.append(line + self._deferred)
+                self._deferred = ""
+                self._bol = True
+                s = s[nl + 1:]
+                continue
+            out.append(line[:k])
+            if k:
+                self._bol = False
+            self._in_xen = True
+            s = s[k:]
+        return "".join(out)
+
+    def pending(self):
+        """Xen's text held back, waiting for dom0's line to end (a panic at a prompt waits
+        for ever: the crash check and the tail look here too)."""
+        return self._deferred + self._hold
+
+
 class Console:
     """Reads a byte stream in a thread; send() writes to the other end.
 
@@ -68,6 +126,7 @@ class Console:
         self._tail = collections.deque(maxlen=TAIL_LINES)
         self._partial = ""
         self._seq = 0
+        self._router = XenRouter()
         self.xen_lines = []
         self._thread = threading.Thread(target=self._reader, name="console-reader", daemon=True)
         self._thread.start()
@@ -83,11 +142,12 @@ class Console:
                     self._eof = True
                     self._cond.notify_all()
                 return
-            text = data.decode("utf-8", "replace").replace("\r", "")
+            raw = data.decode("utf-8", "replace").replace("\r", "")
             if self._log:
-                self._log.write(text)
+                self._log.write(raw)
                 self._log.flush()
             with self._cond:
+                text = self._router.feed(raw)
                 self._buf += text
                 lines = (self._partial + text).split("\n")
                 self._partial = lines.pop()
@@ -99,15 +159,18 @@ class Console:
             out = list(self._tail)
             if self._partial:
                 out.append(self._partial)
+            out.extend(x for x in self._router.pending().split("\n") if x)
         return out[-TAIL_LINES:]
 
     def _check_crash(self):
-        # Only whole lines, scanned once each.
+        # Whole lines, scanned once each, and Xen's held-back text.
         end = self._buf.rfind("\n") + 1
-        if end <= self._scan:
+        chunk = self._router.pending()
+        if end > self._scan:
+            chunk = self._buf[self._scan:end] + "\n" + chunk
+            self._scan = end
+        if not chunk:
             return
-        chunk = self._buf[self._scan:end]
-        self._scan = end
         for pattern, what in CRASH_PATTERNS:
             m = pattern.search(chunk)
             if m:

@@ -1,17 +1,23 @@
-"""Debian packages: resolve versions from apt's lists, download and unpack them.
+"""Debian packages: download and unpack them.
 
-Versions move with point releases (a kernel ABI number changes, an old source version
-disappears), so nothing here is pinned beyond what the testbed needs; every build records
-the exact versions it used.
+The Debian 13 parts the series is written against are pinned by pool path and sha256
+(flushless/build.py): point releases replace them in apt's lists, and a mirror may list a
+source whose files it does not serve. Host tools (busybox) come from the host's own lists.
 """
 
 import glob
+import hashlib
 import os
 import re
+import shutil
 import subprocess
+import urllib.error
+import urllib.request
 
 from . import tools
-from .progress import ToolError, capture, log
+from .progress import ToolError, capture, log, run_logged
+
+MIRROR = os.environ.get("FLUSHLESS_DEBIAN_MIRROR", "http://deb.debian.org/debian").rstrip("/")
 
 
 def candidate(package):
@@ -21,37 +27,8 @@ def candidate(package):
     m = re.search(r"Candidate:\s*(\S+)", out)
     if not m or m.group(1) == "(none)":
         raise ToolError("Debian package '%s' not found in apt's lists; run 'apt-get update' "
-                        "(bookworm main and bookworm-security must be in the sources)" % package)
+                        "(run 'make deps', which adds the sources the testbed needs)" % package)
     return m.group(1)
-
-
-def depends(package):
-    """Names of the packages PACKAGE depends on (first alternative of each)."""
-    out = capture(["apt-cache", "depends", package], "apt-cache depends %s" % package)
-    return re.findall(r"^\s+Depends:\s*(\S+)", out, re.M)
-
-
-def source_versions(source):
-    out = capture(["apt-cache", "showsrc", source], "apt-cache showsrc %s" % source)
-    return re.findall(r"^Version:\s*(\S+)", out, re.M)
-
-
-def source_version(source, upstream_prefix):
-    """Newest source version of SOURCE whose upstream part starts with UPSTREAM_PREFIX."""
-    versions = source_versions(source)
-    if not versions:
-        raise ToolError("no source package '%s' in apt's lists: add 'deb-src' to the Types: line of "
-                        "/etc/apt/sources.list.d/debian.sources and run 'apt-get update' "
-                        "(or run 'make deps')" % source)
-    match = [v for v in versions if v.startswith(upstream_prefix)]
-    if not match:
-        raise ToolError("Debian has no %s source version %s* (it has: %s)"
-                        % (source, upstream_prefix, ", ".join(versions)))
-    best = match[0]
-    for v in match[1:]:
-        if subprocess.run(["dpkg", "--compare-versions", v, "gt", best]).returncode == 0:
-            best = v
-    return best
 
 
 def download_binary(package, version, dest):
@@ -69,18 +46,72 @@ def download_binary(package, version, dest):
     return found[0]
 
 
-def download_source(source, version, dest):
-    """Download SOURCE=VERSION's source package into DEST (once); return the .dsc path."""
+class Pin:
+    """One file of Debian's archive, by its path in the pool and its sha256."""
+
+    def __init__(self, path, sha256):
+        self.path, self.sha256 = path, sha256
+
+    @property
+    def name(self):
+        return os.path.basename(self.path)
+
+
+def fetch_pinned(pin, dest):
+    """Download PIN into DEST (once) from MIRROR's pool, checked against its sha256; return
+    its path. The pool keeps a file for a while after apt's lists stop naming it."""
     os.makedirs(dest, exist_ok=True)
-    upstream = version.split(":")[-1]
-    dsc = os.path.join(dest, "%s_%s.dsc" % (source, upstream))
-    if not os.path.exists(dsc):
-        log("downloading source %s %s" % (source, version))
-        capture_in(dest, ["apt-get", "source", "--download-only", "%s=%s" % (source, version)],
-                   "source download of %s %s" % (source, version))
-    if not os.path.exists(dsc):
-        raise ToolError("apt-get source left no %s" % dsc)
-    return dsc
+    path = os.path.join(dest, pin.name)
+    if os.path.exists(path) and sha256_of(path) == pin.sha256:
+        return path
+    url = "%s/%s" % (MIRROR, pin.path)
+    log("downloading %s" % url)
+    tmp = path + ".part"
+    try:
+        with urllib.request.urlopen(url, timeout=60) as res, open(tmp, "wb") as f:
+            shutil.copyfileobj(res, f, 1 << 20)
+    except (OSError, urllib.error.URLError) as e:
+        raise ToolError("download of %s failed: %s (the archive may have dropped it: see the pins in "
+                        "flushless/build.py; FLUSHLESS_DEBIAN_MIRROR picks another mirror)" % (url, e))
+    got = sha256_of(tmp)
+    if got != pin.sha256:
+        os.unlink(tmp)
+        raise ToolError("%s: sha256 %s, the pin says %s (removed)" % (url, got, pin.sha256))
+    os.replace(tmp, path)
+    return path
+
+
+def sha256_of(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def unpack_source(files, tree, logfile):
+    """Unpack a 3.0 (quilt) source package without its .dsc: the upstream tarball, then
+    debian/ over it, then debian/patches/series in order (what dpkg-source -x does)."""
+    orig = [p for n, p in files.items() if ".orig.tar." in n]
+    deb = [p for n, p in files.items() if ".debian.tar." in n]
+    if len(orig) != 1 or len(deb) != 1:
+        raise ToolError("expected one .orig and one .debian tarball, got %s" % ", ".join(sorted(files)))
+    os.makedirs(tree)
+    run_logged(["tar", "-xf", orig[0], "-C", tree, "--strip-components=1"], logfile, "unpack %s" % orig[0])
+    run_logged(["tar", "-xf", deb[0], "-C", tree], logfile, "unpack %s" % deb[0])
+    series = os.path.join(tree, "debian", "patches", "series")
+    if not os.path.exists(series):
+        return []
+    applied = []
+    with open(series) as f:
+        for line in f:
+            name = line.split("#")[0].strip()
+            if not name:
+                continue
+            run_logged(["patch", "-p1", "--batch", "--forward", "-i", os.path.join("debian", "patches", name)],
+                       logfile, "debian patch %s" % name, cwd=tree)
+            applied.append(name)
+    return applied
 
 
 def extract_deb(deb, dest):

@@ -8,7 +8,7 @@ modulo 2^32: Xen's counters are 32-bit. A Session also sets ptcache's tunables i
 import shlex
 import time
 
-from . import workloads
+from . import dmasweep, workloads
 from .progress import ToolError, log
 
 # Xen perf counter (patches/xen/0001) -> key in flushless's results
@@ -38,15 +38,22 @@ def delta(before, after):
 
 # Counters of the semi-writable interface (patches/xen/0002); absent from a stock Xen.
 SEMI_WRITABLE_COUNTERS = {
-    "pv_iommu_unmap_skipped": "iommu_unmap_skipped",
     "pv_iommu_map_skipped": "iommu_map_skipped",
     "pv_semi_writable_mark": "semi_writable_mark",
     "pv_semi_writable_unmark": "semi_writable_unmark",
     "pv_semi_writable_refused": "semi_writable_refused",
 }
 
+# Upstream's counters of IOMMU superpage work: a map that completes a 2 MiB run coalesces it
+# (and is flushed, not skipped); the next unmap in that run shatters it again.
+SUPERPAGE_COUNTERS = {
+    "IOMMU page table shatters": "iommu_pt_shatters",
+    "IOMMU page table coalesces": "iommu_pt_coalesces",
+}
+OPTIONAL_COUNTERS = dict(SEMI_WRITABLE_COUNTERS, **SUPERPAGE_COUNTERS)
+
 # ptcache statistics that are gauges, not counters: reported as after-values.
-PTCACHE_GAUGES = ("_pool", "_in_use", "pool_pages")
+PTCACHE_GAUGES = ("_pool", "_in_use", "_in_flight", "pool_pages", "front_pages", "owed", "quarantined", "active")
 
 
 def split_sections(lines):
@@ -102,12 +109,14 @@ def figures(name, argv, lines):
     if missing:
         raise ToolError("Xen has no counter %s: is patches/xen/0001 applied?" % ", ".join(missing))
     counters = {key: d[xen] for xen, key in COUNTERS.items()}
-    counters.update({key: d[xen] for xen, key in SEMI_WRITABLE_COUNTERS.items() if xen in d})
+    counters.update({key: d[xen] for xen, key in OPTIONAL_COUNTERS.items() if xen in d})
     ops = result["ops"]
     per_op = {k: (v / ops if ops else None) for k, v in counters.items()}
     per_op["time_us"] = result["time_us"]
     rec = {"workload": name, "args": argv, "ops": ops, "counters": counters, "per_op": per_op,
            "result": result, "rows": rows}
+    for key in workloads.get(name).lift:
+        rec[key] = result.get(key)
     if "ptcache-before" in sections and "ptcache-after" in sections:
         rec["ptcache"] = ptcache_figures(sections["ptcache-before"], sections["ptcache-after"])
     audit = parse_stats(sections.get("audit", []))
@@ -118,7 +127,7 @@ def figures(name, argv, lines):
 
 
 PTCACHE_SYSFS = "/sys/kernel/mm/ptcache"
-PTCACHE_TUNABLES = ("enabled", "ratio", "min_pages", "max_pages")
+PTCACHE_TUNABLES = ("enabled", "policy", "ratio", "min_pages", "max_pages", "idle_ms", "timing")
 
 
 class Session:
@@ -156,6 +165,7 @@ class Session:
         cmd = "measure " + ("-s " if w.sync else "") + " ".join(shlex.quote(a) for a in [name] + argv)
         log("dom0: %s" % cmd)
         t0 = time.monotonic()
+        trace_at = self.tb.fault_trace_size()
         status, lines = self.tb.run(cmd, timeout=w.timeout(argv))
         if status == 125:
             raise ToolError("xenperfc could not read Xen's counters in dom0:\n%s" % "\n".join(lines[-10:]))
@@ -163,5 +173,7 @@ class Session:
             rec = figures(name, argv, lines)
         except ValueError as e:
             raise ToolError("could not parse %s's output: %s\n%s" % (name, e, "\n".join("    " + x for x in lines[-20:])))
+        if name == "dmasweep":
+            rec.update(dmasweep.verdict(lines, self.tb.dma_faults(trace_at)))
         rec["host_seconds"] = round(time.monotonic() - t0, 3)
         return rec

@@ -2,7 +2,7 @@
 
 Six boots of the project-built Xen and dom0 (strict unless said):
   baseline   cache off; the busy state (churn) for G scaled minutes, sampled every minute
-  pre        cache on from boot (ptcache=1); the same busy state
+  pre        cache on from boot (ptcache=paper: on from boot, the study's policy); the same busy state
   dyn        cache off at boot, switched on at scaled minute 5 by dom0's study script
   relaxed    dom0-iommu=relaxed, cache off: the no-protection reference
   timing     -icount, 1 vCPU, the cache switched at run time between interleaved runs:
@@ -30,7 +30,7 @@ import threading
 import time
 
 from . import build, measure, workloads
-from .measure import COUNTERS, SEMI_WRITABLE_COUNTERS, parse_counters, parse_stats
+from .measure import COUNTERS, OPTIONAL_COUNTERS, parse_counters, parse_stats
 from .progress import ToolError, log
 from .testbed import BootConfig, Testbed
 
@@ -166,7 +166,7 @@ def minute_rows(group, samples, churn_rows):
     for m, (a, b) in enumerate(zip(timed, timed[1:])):
         d = measure.delta(a["counters"], b["counters"])
         row = {"group": group, "minute": m, "t_s": round(b["t"] - timed[0]["t"], 2)}
-        row.update({key: d[xen] for xen, key in list(COUNTERS.items()) + list(SEMI_WRITABLE_COUNTERS.items())
+        row.update({key: d[xen] for xen, key in list(COUNTERS.items()) + list(OPTIONAL_COUNTERS.items())
                     if xen in d})
         # churn's --report rows are cumulative, one per scaled minute of its own clock.
         prev = churn_rows[m - 1]["created"] if 0 < m <= len(churn_rows) else 0
@@ -302,7 +302,7 @@ def run_plan(session, plan, progress, check=None):
     for i, (exp, group, name, argv, tags) in enumerate(plan):
         want = 1 if group == "dyn" else 0
         if want != current:
-            session.configure_ptcache({"enabled": want})
+            session.configure_ptcache({"policy": "paper", "enabled": want})
             current = want
         progress("%d/%d: %s (%s) %s" % (i + 1, len(plan), exp, group, " ".join(argv)))
         rec = session.run(name, argv)
@@ -417,7 +417,7 @@ class Study:
     def run_groups(self, parts):
         p = self.profile
         groups = [("baseline", "strict", [], 0, p.group_minutes),
-                  ("pre", "strict", ["ptcache=1"], 0, p.group_minutes),
+                  ("pre", "strict", ["ptcache=paper"], 0, p.group_minutes),
                   ("dyn", "strict", [], p.switch_minute, p.group_minutes),
                   ("relaxed", "relaxed", [], 0, p.relaxed_minutes)]
         recs = []
@@ -430,6 +430,8 @@ class Study:
                 enabled = session.ptcache_get("enabled")
                 if enabled != ("1" if group == "pre" else "0"):
                     raise ToolError("%s: ptcache enabled=%s after boot" % (group, enabled))
+                # The study's fixed thresholds; per-level alloc/free time in every group.
+                session.configure_ptcache({"policy": "paper", "timing": 1})
                 rec = run_group(tb, group, p, minutes, switch)
                 rec.update({"mode": mode, "dom0_args": dom0_args, "ptcache_at_start": enabled})
                 if rec["invariant_violations"]:

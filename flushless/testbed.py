@@ -7,6 +7,7 @@ Every QEMU started here is ended here: on success, on error, on Ctrl-C or SIGTER
 import ctypes
 import dataclasses
 import os
+import re
 import signal
 import subprocess
 import time
@@ -35,6 +36,9 @@ class BootConfig:
     dom0_args: tuple = ()
     qemu_args: tuple = ()
     boot_timeout: float = BOOT_TIMEOUT
+    # QEMU's own record of every DMA the emulated VT-d refused (its vtd_dmar_fault trace
+    # event): the device side's view, independent of Xen. Set by Testbed.
+    fault_trace: str = None
 
     def __post_init__(self):
         if self.mode not in ("strict", "relaxed"):
@@ -72,6 +76,8 @@ class BootConfig:
             argv += ["-netdev", "user,id=net0", "-device", "e1000e,netdev=net0"]
         if self.icount:
             argv += ["-icount", "shift=0,sleep=off"]
+        if self.fault_trace:
+            argv += ["-trace", "enable=vtd_dmar_fault", "-D", self.fault_trace]
         return argv + list(self.qemu_args)
 
 
@@ -109,6 +115,9 @@ class Testbed:
         self.boot_seconds = None
         self.release = None
         self.boot_info = {}
+        self.xen_version = None
+        if cfg.fault_trace is None:
+            cfg.fault_trace = console_log + ".vtd-faults"
 
     def __enter__(self):
         self.start()
@@ -171,7 +180,8 @@ class Testbed:
 
     def _wait_boot(self):
         c = self.console
-        c.expect(r"\(XEN\) Xen version 4\.17", 60, what="Xen's banner")
+        m = c.expect(r"\(XEN\) Xen version (\S+) \(", 60, what="Xen's banner")
+        self.xen_version = m.group(1)
         c.expect(r"\(XEN\) Intel VT-d Queued Invalidation enabled", 60, what="VT-d queued invalidation")
         c.expect(r"\(XEN\) I/O virtualisation enabled", 60, what="Xen's IOMMU ('I/O virtualisation enabled')")
         m = c.expect(r"FLUSHLESS-READY (\S+)\r?\n", self.cfg.boot_timeout, what="dom0's shell")
@@ -187,6 +197,27 @@ class Testbed:
             return ""
         # The reason comes first (e.g. "qemu: hardware error: ..."), register dumps after.
         return err if len(err) <= 2400 else err[:1600] + "\n  [...]\n" + err[-800:]
+
+    def fault_trace_size(self):
+        try:
+            return os.path.getsize(self.cfg.fault_trace)
+        except OSError:
+            return 0
+
+    def dma_faults(self, since=0):
+        """[(frame, is_write)] of the DMAs the emulated VT-d refused, from QEMU's trace,
+        after byte offset SINCE (fault_trace_size() taken before)."""
+        out = []
+        try:
+            with open(self.cfg.fault_trace, errors="replace") as f:
+                f.seek(since)
+                for line in f:
+                    m = re.search(r"vtd_dmar_fault .*addr 0x([0-9a-f]+) write (\d)", line)
+                    if m:
+                        out.append((int(m.group(1), 16) >> 12, m.group(2) == "1"))
+        except FileNotFoundError:
+            pass
+        return out
 
     def run(self, command, timeout=600, progress=None):
         """Run a dom0 shell command; return (status, output lines). progress: see Console.run."""

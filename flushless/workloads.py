@@ -37,6 +37,10 @@ class Workload:
     timeout: object = lambda args: 1800
     # Calls measure_point() after set-up and warm-up: counters then cover timed ops only.
     sync: bool = False
+    # A dom0 tool (testbed/guest/), not a workload that also runs natively.
+    guest_only: bool = False
+    # Figures of the result line that the run's record also holds at its top level.
+    lift: tuple = ()
 
     def parser(self):
         p = argparse.ArgumentParser(prog="flushless run %s" % self.name, description=self.help, add_help=False,
@@ -102,9 +106,13 @@ CPU_PROGRAMS = ("gzip", "bzip2", "lzop", "sha256", "sort", "awk", "bc")
 WORKLOADS = {w.name: w for w in [
     Workload("forkbench", "N x fork+exit, optionally exec, optionally with M MiB touched in the parent",
              [N, Opt("exec", "flag", help="child execs hello"), HELLO,
-              Opt("touch-mb", lo=0, hi=4096, help="MiB the parent writes first"), WARMUP], sync=True),
+              Opt("touch-mb", lo=0, hi=4096, help="MiB the parent writes first"), WARMUP,
+              Opt("procs", lo=1, hi=64, help="loops run at once")], sync=True),
     Workload("lat_proc", "lmbench lat_proc: fork+exit, fork+execve, fork+/bin/sh -c",
              [Opt("what", "choice", choices=("fork", "exec", "shell")), N, WARMUP, HELLO], sync=True),
+    Workload("shloop", "a shell script in bursts on a quiet system: one sh runs hello K times, bursts GAP ms apart",
+             [Opt("bursts", lo=1, hi=100000), Opt("k", lo=1, hi=10000), Opt("gap-ms", lo=0, hi=600000), HELLO,
+              Opt("warmup", lo=0, hi=100000)], sync=True),
     Workload("pagetable_bench", "fork cost against resident memory (4 KB .. 128 MB)",
              [Opt("min-kb", lo=4, hi=16777216), Opt("max-kb", lo=4, hi=16777216), N]),
     Workload("tlb_bench", "access latency against map size (4 KB .. 256 MB), random page order",
@@ -123,6 +131,16 @@ WORKLOADS = {w.name: w for w in [
     Workload("cpusuite", "a CPU-bound integer program (gzip, bzip2, ..., bc), timed: the SPECint stand-in",
              [Opt("program", "choice", choices=CPU_PROGRAMS), Opt("input-kb", lo=1, hi=1048576),
               Opt("n", lo=1, hi=10000)]),
+    Workload("swrace", "mark, unmark, pin, unpin and give back the same frames from threads on every "
+                       "vCPU; check after each round that no page table, marked or freed page is in the IOMMU",
+             [Opt("seconds", lo=0, hi=86400), Opt("rounds", lo=0, hi=2 ** 40), Opt("frames", lo=1, hi=64),
+              Opt("threads", lo=2, hi=16), Opt("ops", lo=1, hi=64), Opt("seed", lo=1, hi=2 ** 63)],
+             timeout=lambda a: 600 + 3 * _arg(a, "seconds", 10), guest_only=True,
+             lift=("rounds", "bad_states")),
+    Workload("dmasweep", "the edu device reads every frame of dom0's RAM; QEMU's VT-d trace says which "
+                         "reads it refused (run with --icount: edu's DMA waits 100 ms of virtual time)",
+             [Opt("max-frames", lo=0, hi=2 ** 40)],
+             timeout=lambda a: 7200, guest_only=True),
 ]}
 
 

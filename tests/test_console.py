@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from flushless.console import Console, ConsoleClosed, ConsoleCrash, ConsoleTimeout
+from flushless.console import Console, ConsoleClosed, ConsoleCrash, ConsoleTimeout, XenRouter
 
 
 @pytest.fixture
@@ -59,9 +59,32 @@ def test_output_that_looks_like_a_marker_does_not_end_the_command(shell):
 
 def test_xen_lines_are_kept_apart_from_output(shell):
     con, _ = shell
-    status, lines = con.run("echo '(XEN) d0v1 something'; echo mine", 10)
+    # '(XE''N)': the pty echoes the command line, which must not hold the tag itself.
+    status, lines = con.run("echo '(XE''N) d0v1 something'; echo mine", 10)
     assert lines == ["mine"]
     assert con.xen_lines == ["(XEN) d0v1 something"]
+
+
+def test_xen_message_inside_a_dom0_line_is_moved_after_it(shell):
+    # Seen in CI: 'csched: acct_balance 0(XEN) uart interrupt taking more than 4ms, ...'
+    con, _ = shell
+    status, lines = con.run("printf 'csched: acct_balance 0(XE''N) uart polling\\n\\nnext 1\\n'", 10)
+    assert (status, lines) == (0, ["csched: acct_balance 0", "next 1"])
+    assert con.xen_lines == ["(XEN) uart polling"]
+
+
+@pytest.mark.parametrize("text, want", [
+    ("ab(XEN) x\ncd\nef\n", "abcd\n(XEN) x\nef\n"),
+    ("(XEN) at start\nab\n", "(XEN) at start\nab\n"),
+    ("a(XEN) 1\n(XEN) 2\nb\n(XEN) 3\n", "ab\n(XEN) 1\n(XEN) 2\n(XEN) 3\n"),
+    ("no tag (X here\n# ", "no tag (X here\n# "),
+])
+def test_xen_router_keeps_lines_whole_however_the_stream_is_cut(text, want):
+    for cut in range(len(text) + 1):
+        for cut2 in range(cut, len(text) + 1):
+            r = XenRouter()
+            got = r.feed(text[:cut]) + r.feed(text[cut:cut2]) + r.feed(text[cut2:])
+            assert got == want, (cut, cut2)
 
 
 def test_long_command_is_sent_whole(shell):
@@ -76,6 +99,15 @@ def test_crash_line_raises_with_tail(shell):
         con.run("echo line-before; echo 'Kernel panic - not syncing: VFS: Unable to mount root'; sleep 30", 20)
     assert "dom0 kernel panic" in str(e.value)
     assert any("line-before" in x for x in e.value.tail)
+
+
+def test_xen_panic_inside_a_dom0_line_is_still_seen(shell):
+    # dom0 sits at its prompt, mid-line, when Xen panics: no dom0 newline ever comes.
+    con, _ = shell
+    with pytest.raises(ConsoleCrash) as e:
+        con.run("printf '# (XE''N) Panic on CPU 0:\\n(XE''N) FATAL TRAP\\n'; sleep 30", 20)
+    assert "Xen panic" in str(e.value)
+    assert any("FATAL TRAP" in x for x in e.value.tail)
 
 
 def test_timeout_raises_with_last_lines(shell):

@@ -1,5 +1,5 @@
 """Integration: the page-table page cache (patches/linux) with semi-writable pages
-(patches/xen/0002-0003) on the testbed. One strict-mode boot of the built kernel,
+(patches/xen/0002-0003, Xen 4.20) on the testbed. One strict-mode boot of the built kernel,
 the cache switched at run time between runs, as in the paper's dyn group.
 """
 
@@ -46,11 +46,12 @@ def stats(session):
     return measure.parse_stats(session.tb.check("cat /sys/kernel/mm/ptcache/stats"))
 
 
-# (label, workload, args, facts note's stock figures per op: type-change unmaps, QI invalidations)
+# (label, workload, args, stock figures per op on Linux 6.12 (flushless run ... --cache off, 100
+# warm-up operations): type-change unmaps, QI invalidations)
 CASES = [
-    ("fork+exit", "forkbench", ["--n", "200"], 9.0, 9.1),
-    ("fork+exec+exit", "forkbench", ["--n", "100", "--exec"], 20.0, 20.3),
-    ("fork+exit, 64 MiB touched", "forkbench", ["--n", "50", "--touch-mb", "64"], 44, 44),
+    ("fork+exit", "forkbench", ["--n", "200"], 12.5, 13.2),
+    ("fork+exec+exit", "forkbench", ["--n", "100", "--exec"], 25.4, 25.4),
+    ("fork+exit, 64 MiB touched", "forkbench", ["--n", "50", "--touch-mb", "64"], 45.9, 46.9),
 ]
 
 
@@ -67,7 +68,9 @@ def cache_on(session, cache_off):
 @pytest.mark.parametrize("label,name,argv,unmaps,qi", CASES)
 def test_cache_off_is_the_stock_kernel(cache_off, label, name, argv, unmaps, qi):
     per_op = cache_off[label]["per_op"]
-    assert per_op["iommu_unmap_type"] == pytest.approx(unmaps, rel=0.05), per_op
+    # ASLR picks how many page tables a process needs (libraries straddling a 2 MiB boundary
+    # or not): 11.5-12.5 unmaps per fork+exit between boots of the same kernel.
+    assert per_op["iommu_unmap_type"] == pytest.approx(unmaps, rel=0.15), per_op
     # Invalidations also include Xen's IOMMU superpage shatters and coalesces, which vary
     # from run to run (perf counters "IOMMU page table shatters/coalesces").
     assert per_op["qi_iotlb_inv"] == pytest.approx(qi, rel=0.15), per_op
@@ -77,19 +80,35 @@ def test_cache_off_is_the_stock_kernel(cache_off, label, name, argv, unmaps, qi)
 @pytest.mark.parametrize("label,name,argv,unmaps,qi", CASES)
 def test_cache_on_removes_the_flushes(cache_on, label, name, argv, unmaps, qi):
     rec = cache_on[label]
-    assert rec["per_op"]["qi_iotlb_inv"] <= 0.05, rec["per_op"]
-    assert rec["per_op"]["iommu_unmap_type"] <= 0.05, rec["per_op"]
-    # The type changes still happen; Xen skips their IOMMU work.
-    assert rec["counters"]["iommu_unmap_skipped"] > 0
+    assert rec["per_op"]["qi_iotlb_inv"] <= 0.05, (rec["per_op"], rec["ptcache"])
+    # Xen still unmaps each page that becomes a page table (isolation never rests on the
+    # mark), but the entry is absent: no flush. The maps back are what the mark spares.
+    assert rec["per_op"]["iommu_unmap_type"] == pytest.approx(unmaps, rel=0.15), rec["per_op"]
+    assert rec["per_op"]["iommu_map_type"] <= 0.05, rec["per_op"]
+    assert rec["counters"]["iommu_map_skipped"] > 0
     assert rec["ptcache"]["pte_hits"] > 0
 
 
-def test_pools_stay_within_the_policy(session, cache_on):
+# A CPU's front cache holds up to 16 pages per level, which no policy trims.
+FRONT_CACHE = 16
+
+
+def test_pools_stay_within_the_cap(session, cache_on):
     s = stats(session)
-    for level in ("pgd", "pgd_user", "pud", "pmd", "pte"):
-        bound = max(10, 1 * max(s[level + "_in_use"], 0))
-        assert s[level + "_pool"] <= bound, (level, s)
-    assert s["pool_pages"] <= 4096
+    assert 0 < s["pool_pages"] <= 4096, s
+    assert s["quarantined"] == 0 and s["active"] == 1, s
+
+
+def test_paper_policy_gives_back_its_excess(session, cache_on):
+    session.configure_ptcache({"enabled": 1, "policy": "paper"})
+    try:
+        session.tb.check("forkbench --n 50 >/dev/null; sleep 1")  # the policy runs every 100 ms
+        s = stats(session)
+        for level in ("pgd", "pgd_user", "pud", "pmd", "pte"):
+            bound = max(10, s[level + "_in_use"]) + FRONT_CACHE * session.tb.cfg.smp
+            assert s[level + "_pool"] <= bound, (level, s)
+    finally:
+        session.configure_ptcache({"policy": "adaptive"})
 
 
 # The busy state: browser sessions, plus resident processes for the rest of a desktop (the
@@ -124,20 +143,23 @@ def test_disabling_drains_the_pools(session, cache_on):
 
 def test_shrinker_empties_the_pools(session, cache_on):
     session.configure_ptcache({"enabled": 1})
-    session.tb.check("forkbench --n 20 >/dev/null")
+    # Four loops over 64 MiB each: more page tables than the per-CPU front caches hold.
+    session.tb.check("forkbench --n 2 --procs 4 --touch-mb 64 >/dev/null")
     before = stats(session)
-    assert before["pool_pages"] > 0
+    shared = before["pool_pages"] - before["front_pages"]
+    assert shared > 0 and before["front_pages"] <= 5 * FRONT_CACHE * session.tb.cfg.smp, before
     # Reclaim of slab caches (drop_slab(), the kernel's own path into every shrinker at
-    # priority 0). Processes that exit afterwards (cat) may refill a few pages.
+    # priority 0). The shrinker empties the shared pools, not the CPUs' front caches.
     session.tb.check("echo 2 > /proc/sys/vm/drop_caches")
     after = stats(session)
-    assert after["shrunk"] - before["shrunk"] >= before["pool_pages"], (before, after)
+    assert after["shrunk"] - before["shrunk"] >= shared, (before, after)
     session.configure_ptcache({"enabled": 0})
 
 
 @pytest.mark.parametrize("name,value", [
     ("enabled", "2"), ("enabled", "yes"), ("ratio", "0"), ("ratio", "-1"), ("ratio", "1001"),
-    ("min_pages", "x"), ("max_pages", "99999999999"), ("max_pages", ""),
+    ("min_pages", "x"), ("max_pages", "99999999999"), ("max_pages", ""), ("policy", "lru"),
+    ("idle_ms", "99"), ("idle_ms", "60001"), ("timing", "2"),
 ])
 def test_bad_tunables_are_refused_and_kept(session, name, value):
     before = session.ptcache_get(name)
@@ -147,9 +169,13 @@ def test_bad_tunables_are_refused_and_kept(session, name, value):
 
 
 def own_frames(session):
-    """Frames of dom0 pages the tools may use: the reader's own page tables and pages."""
-    lines = session.tb.check("cat /sys/kernel/debug/ptcache/frames")
-    return [line.split()[3] for line in lines if line.startswith(("mm ", "page "))]
+    """Frames of dom0 the tools may use, from Xen's audit: page tables, then writable pages.
+    (DMA isolation itself is dmasweep's, tests/test_isolation.py.)"""
+    # Lists go through dom0's serial console: keep them short there.
+    tables = session.tb.check("xenpvsw audit 0 l1 | head -n 16")
+    writable = session.tb.check("xenpvsw audit 0 writable | tail -n 16")
+    assert tables and writable
+    return tables + writable
 
 
 def test_bad_hypercall_arguments_are_refused(session):
@@ -167,26 +193,3 @@ def test_random_arguments_crash_nothing(session):
     # ptcache had marked, so flush counts after it say nothing: isolation is what counts.)
     rec = run(session, "forkbench", ["--n", "100"], cache=True, warm_up=100)
     assert rec["ops"] == 100
-
-
-@pytest.mark.parametrize("cache", [False, True], ids=["cache-off", "cache-on"])
-def test_dma_cannot_reach_page_tables(session, cache):
-    session.configure_ptcache({"enabled": 1 if cache else 0})
-    session.tb.check("forkbench --n 20 >/dev/null")  # fill the pool when on
-    status, lines = session.tb.run("dmatest 2>/dev/null", timeout=300)
-    xen = list(session.tb.console.xen_lines)
-    session.tb.run("sleep 1")  # Xen reports the faults from a tasklet: may come late
-    xen += session.tb.console.xen_lines
-    checks = {line.split()[1]: line for line in lines if line.startswith("check ")}
-    assert status == 0, lines
-    assert " ok " in checks["control"] and " ok " in checks["control_after"], lines
-    assert " ok " in checks["pagetable"], lines
-    if cache:
-        assert " ok " in checks["pool"], lines
-    # Xen reports each refused write, at the page-table frames the test aimed at.
-    faults = [x for x in xen if re.search(r"DMAR:\[DMA Write\].*fault addr", x)]
-    for name in ("pagetable",) + (("pool",) if cache else ()):
-        frame = re.search(r"frame=0x([0-9a-f]+)", checks[name]).group(1)
-        assert any("fault addr %s000" % frame in x for x in faults), (name, frame, xen)
-    audit = measure.parse_stats(session.tb.check("xenpvsw audit 0"))
-    assert audit["violations"] == 0

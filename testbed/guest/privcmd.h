@@ -18,6 +18,8 @@
 #include <unistd.h>
 
 #include <public/xen.h>
+#include <public/domctl.h>
+#include <public/memory.h>
 #include <public/sysctl.h>
 
 /* From Linux's include/uapi/xen/privcmd.h. */
@@ -86,6 +88,132 @@ static inline long do_sysctl(struct xen_sysctl *sysctl)
 {
 	sysctl->interface_version = XEN_SYSCTL_INTERFACE_VERSION;
 	return hypercall(__HYPERVISOR_sysctl, (uintptr_t)sysctl, 0, 0, 0);
+}
+
+/* DOMCTL must come from hcall_buf(). */
+static inline long do_domctl(struct xen_domctl *domctl, unsigned int cmd, domid_t dom)
+{
+	domctl->cmd = cmd;
+	domctl->domain = dom;
+	domctl->interface_version = XEN_DOMCTL_INTERFACE_VERSION;
+	return hypercall(__HYPERVISOR_domctl, (uintptr_t)domctl, 0, 0, 0);
+}
+
+#ifdef XEN_DOMCTL_pv_iommu_audit /* patches/xen/0003 */
+/*
+ * XEN_DOMCTL_pv_iommu_audit (patches/xen/0003) of NR frames from FIRST into
+ * OUT (NR bytes, from hcall_buf()).  Returns 0 or -errno; *SYNC and
+ * *VIOLATIONS as Xen reports them.
+ */
+static inline long pv_iommu_audit(domid_t dom, uint64_t first, uint32_t nr, uint8_t *out,
+				  int *sync, unsigned long *violations)
+{
+	static struct xen_domctl *domctl;
+	long rc;
+
+	if (!domctl)
+		domctl = hcall_buf(sizeof(*domctl));
+	memset(domctl, 0, sizeof(*domctl));
+	domctl->u.pv_iommu_audit.first_mfn = first;
+	domctl->u.pv_iommu_audit.nr = nr;
+	set_xen_guest_handle(domctl->u.pv_iommu_audit.frames, out);
+	rc = do_domctl(domctl, XEN_DOMCTL_pv_iommu_audit, dom);
+	if (!rc) {
+		if (sync)
+			*sync = !!(domctl->u.pv_iommu_audit.flags & XEN_DOMCTL_PV_IOMMU_AUDIT_SYNC);
+		if (violations)
+			*violations = domctl->u.pv_iommu_audit.violations;
+	}
+	return rc;
+}
+
+#endif
+
+/*
+ * Pages of dom0's own that its kernel never sees: populated at pseudo-physical
+ * frames far above its RAM, so nothing maps them and their machine frame
+ * numbers are known.  Buffers R and EXT come from hcall_buf().
+ */
+#define OWN_GPFN_BASE	0x10000000ULL
+
+/* One page's XENMEM_populate_physmap or XENMEM_decrease_reservation. */
+static inline long reservation_op(unsigned int cmd, struct xen_memory_reservation *r,
+				  xen_pfn_t *ext, uint64_t frame)
+{
+	memset(r, 0, sizeof(*r));
+	ext[0] = frame;
+	set_xen_guest_handle(r->extent_start, ext);
+	r->nr_extents = 1;
+	r->domid = DOMID_SELF;
+	return hypercall(__HYPERVISOR_memory_op, cmd, (uintptr_t)r, 0, 0);
+}
+
+/* Populate one page at GPFN: its machine frame, or 0. */
+static inline uint64_t populate(struct xen_memory_reservation *r, xen_pfn_t *ext, uint64_t gpfn)
+{
+	return reservation_op(XENMEM_populate_physmap, r, ext, gpfn) == 1 ? ext[0] : 0;
+}
+
+/* Give frame MFN back: 1 if it left us. */
+static inline long decrease(struct xen_memory_reservation *r, xen_pfn_t *ext, uint64_t mfn)
+{
+	return reservation_op(XENMEM_decrease_reservation, r, ext, mfn);
+}
+
+static inline long set_max_mem(uint64_t kb)
+{
+	struct xen_domctl *d = hcall_buf(sizeof(*d));
+	long rc;
+
+	d->u.max_mem.max_memkb = kb;
+	rc = do_domctl(d, XEN_DOMCTL_max_mem, 0);
+	munmap(d, sizeof(*d));
+	return rc;
+}
+
+/*
+ * Let dom0 hold EXTRA pages beyond what it has: raise its memory limit if
+ * needed.  Returns 1 if raised (*ORIG_KB: the limit to restore), 0 if not.
+ */
+static inline int raise_mem_limit(uint64_t extra, uint64_t *orig_kb)
+{
+	struct xen_domctl *d = hcall_buf(sizeof(*d));
+	uint64_t need;
+	long rc = do_domctl(d, XEN_DOMCTL_getdomaininfo, 0);
+
+	if (rc) {
+		fprintf(stderr, "getdomaininfo: %s\n", strerror(-rc));
+		exit(1);
+	}
+	*orig_kb = d->u.getdomaininfo.max_pages * 4;
+	need = (d->u.getdomaininfo.tot_pages + extra) * 4;
+	munmap(d, sizeof(*d));
+	if (need <= *orig_kb)
+		return 0;
+	rc = set_max_mem(need);
+	if (rc) {
+		fprintf(stderr, "max_mem: %s\n", strerror(-rc));
+		exit(1);
+	}
+	return 1;
+}
+
+/* The largest machine frame number of this host (XEN_SYSCTL_physinfo). */
+static inline uint64_t host_max_mfn(void)
+{
+	struct xen_sysctl *sysctl = hcall_buf(sizeof(*sysctl));
+	uint64_t max;
+	long rc;
+
+	sysctl->cmd = XEN_SYSCTL_physinfo;
+	rc = do_sysctl(sysctl);
+	if (rc) {
+		fprintf(stderr, "physinfo: %s\n", strerror(-rc));
+		exit(1);
+	}
+	max = sysctl->u.physinfo.max_mfn;
+	munmap(sysctl, sizeof(*sysctl));
+	return max;
 }
 
 #endif

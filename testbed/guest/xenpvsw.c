@@ -3,7 +3,11 @@
  * xenpvsw - drive Xen's semi-writable page interface from a PV dom0
  * (patches/xen/0002, 0003), for the testbed's checks.
  *
- *   xenpvsw audit [DOMID]        XEN_SYSCTL_pv_iommu_audit, "name value" lines
+ *   xenpvsw audit [DOMID [KIND]] XEN_DOMCTL_pv_iommu_audit over every frame of
+ *                                the host: "name value" lines; with KIND
+ *                                (violation, marked, mapped,
+ *                                writable_unmapped, l1, ...), the frames
+ *                                of that kind instead, one per line
  *   xenpvsw mark MFN...          MMUEXT_MARK_SEMI_WRITABLE, "MFN RC" per frame
  *   xenpvsw unmark MFN...        MMUEXT_UNMARK_SEMI_WRITABLE
  *   xenpvsw refusals OWN_MFN     bad arguments; "check NAME ok|FAIL rc=.."
@@ -45,26 +49,96 @@ static uint64_t parse_mfn(const char *s)
 	return v;
 }
 
+static const char *const kind_names[] = {
+	[XEN_DOMCTL_PV_IOMMU_AUDIT_OTHER_OWNER] = "other_owner",
+	[XEN_DOMCTL_PV_IOMMU_AUDIT_FREE] = "free",
+	[XEN_DOMCTL_PV_IOMMU_AUDIT_WRITABLE] = "writable",
+	[XEN_DOMCTL_PV_IOMMU_AUDIT_L1] = "l1",
+	[XEN_DOMCTL_PV_IOMMU_AUDIT_L2] = "l2",
+	[XEN_DOMCTL_PV_IOMMU_AUDIT_L3] = "l3",
+	[XEN_DOMCTL_PV_IOMMU_AUDIT_L4] = "l4",
+	[XEN_DOMCTL_PV_IOMMU_AUDIT_SEG_DESC] = "seg_desc",
+	[XEN_DOMCTL_PV_IOMMU_AUDIT_NO_TYPE] = "no_type",
+};
+#define NKINDS (sizeof(kind_names) / sizeof(kind_names[0]))
+
+/* Does frame state B belong to the list named NAME? */
+static int in_list(const char *name, uint8_t b)
+{
+	unsigned int kind = b & XEN_DOMCTL_PV_IOMMU_AUDIT_KIND_MASK;
+
+	if (!strcmp(name, "violation"))
+		return !!(b & XEN_DOMCTL_PV_IOMMU_AUDIT_VIOLATION);
+	if (!strcmp(name, "marked"))
+		return !!(b & XEN_DOMCTL_PV_IOMMU_AUDIT_MARKED);
+	if (!strcmp(name, "mapped"))
+		return !!(b & XEN_DOMCTL_PV_IOMMU_AUDIT_MAPPED);
+	/* Writable, not marked, yet out of the IOMMU: the domain's own DMA would fault. */
+	if (!strcmp(name, "writable_unmapped"))
+		return kind == XEN_DOMCTL_PV_IOMMU_AUDIT_WRITABLE &&
+		       !(b & (XEN_DOMCTL_PV_IOMMU_AUDIT_MAPPED | XEN_DOMCTL_PV_IOMMU_AUDIT_MARKED));
+	return kind < NKINDS && kind_names[kind] && !strcmp(name, kind_names[kind]);
+}
+
 static int cmd_audit(int argc, char **argv)
 {
-	struct xen_sysctl *sysctl = hcall_buf(sizeof(*sysctl));
-	struct xen_sysctl_pv_iommu_audit *a = &sysctl->u.pv_iommu_audit;
-	long rc;
+	unsigned long counts[NKINDS] = { 0 }, mapped[NKINDS] = { 0 };
+	unsigned long marked = 0, violations = 0, v;
+	uint64_t max = host_max_mfn(), first;
+	domid_t dom = argc > 2 ? parse_mfn(argv[2]) : 0;
+	const char *list = argc > 3 ? argv[3] : NULL;
+	uint8_t *buf = hcall_buf(XEN_DOMCTL_PV_IOMMU_AUDIT_MAX);
+	unsigned int i, k;
+	int sync = 0;
 
-	sysctl->cmd = XEN_SYSCTL_pv_iommu_audit;
-	a->domid = argc > 2 ? parse_mfn(argv[2]) : 0;
-	rc = do_sysctl(sysctl);
-	if (rc) {
-		fprintf(stderr, "xenpvsw: audit: %s\n", strerror(-rc));
-		return 1;
+	if (list && strcmp(list, "violation") && strcmp(list, "marked") && strcmp(list, "mapped") &&
+	    strcmp(list, "writable_unmapped")) {
+		for (k = 0; k < NKINDS && strcmp(list, kind_names[k]); k++)
+			;
+		if (k == NKINDS) {
+			fprintf(stderr, "xenpvsw: no frame kind '%s'\n", list);
+			return 2;
+		}
 	}
-	printf("pages %llu\npage_tables %llu\nsemi_writable %llu\n"
-	       "iommu_mapped %llu\nviolations %llu\nsync %u\n",
-	       (unsigned long long)a->pages, (unsigned long long)a->page_tables,
-	       (unsigned long long)a->semi_writable,
-	       (unsigned long long)a->iommu_mapped,
-	       (unsigned long long)a->violations,
-	       !!(a->flags & XEN_SYSCTL_PV_IOMMU_AUDIT_SYNC));
+	for (first = 0; first <= max; first += XEN_DOMCTL_PV_IOMMU_AUDIT_MAX) {
+		uint32_t nr = max - first + 1 < XEN_DOMCTL_PV_IOMMU_AUDIT_MAX ?
+			      max - first + 1 : XEN_DOMCTL_PV_IOMMU_AUDIT_MAX;
+		long rc = pv_iommu_audit(dom, first, nr, buf, &sync, &v);
+
+		if (rc) {
+			fprintf(stderr, "xenpvsw: audit of frames %#llx+%u: %s\n",
+				(unsigned long long)first, nr, strerror(-rc));
+			return 1;
+		}
+		violations += v;
+		for (i = 0; i < nr; i++) {
+			k = buf[i] & XEN_DOMCTL_PV_IOMMU_AUDIT_KIND_MASK;
+			if (list) {
+				if (in_list(list, buf[i]))
+					printf("%#llx\n", (unsigned long long)(first + i));
+				continue;
+			}
+			if (k >= NKINDS)
+				k = XEN_DOMCTL_PV_IOMMU_AUDIT_OTHER_OWNER;
+			counts[k]++;
+			mapped[k] += !!(buf[i] & XEN_DOMCTL_PV_IOMMU_AUDIT_MAPPED);
+			marked += !!(buf[i] & XEN_DOMCTL_PV_IOMMU_AUDIT_MARKED);
+		}
+	}
+	if (list)
+		return 0;
+	printf("frames %llu\n", (unsigned long long)max + 1);
+	printf("pages %lu\n", counts[XEN_DOMCTL_PV_IOMMU_AUDIT_WRITABLE] +
+	       counts[XEN_DOMCTL_PV_IOMMU_AUDIT_L1] + counts[XEN_DOMCTL_PV_IOMMU_AUDIT_L2] +
+	       counts[XEN_DOMCTL_PV_IOMMU_AUDIT_L3] + counts[XEN_DOMCTL_PV_IOMMU_AUDIT_L4] +
+	       counts[XEN_DOMCTL_PV_IOMMU_AUDIT_SEG_DESC] +
+	       counts[XEN_DOMCTL_PV_IOMMU_AUDIT_NO_TYPE]);
+	for (k = 0; k < NKINDS; k++)
+		printf("%s %lu\n%s_mapped %lu\n", kind_names[k], counts[k], kind_names[k], mapped[k]);
+	printf("page_tables %lu\n", counts[XEN_DOMCTL_PV_IOMMU_AUDIT_L1] +
+	       counts[XEN_DOMCTL_PV_IOMMU_AUDIT_L2] + counts[XEN_DOMCTL_PV_IOMMU_AUDIT_L3] +
+	       counts[XEN_DOMCTL_PV_IOMMU_AUDIT_L4]);
+	printf("marked %lu\nviolations %lu\nsync %d\n", marked, violations, sync);
 	return 0;
 }
 
@@ -91,19 +165,29 @@ static int check(const char *name, long rc, long want)
 /* Arguments Xen must refuse, each with its documented error. */
 static int cmd_refusals(int argc, char **argv)
 {
-	struct xen_sysctl *sysctl = hcall_buf(sizeof(*sysctl));
 	uint64_t own;
-	int bad = 0;
+	int bad = 0, sync = 0;
+	long want;
 
 	if (argc != 3) {
 		fprintf(stderr, "usage: xenpvsw refusals OWN_MFN\n");
 		return 2;
 	}
 	own = parse_mfn(argv[2]);
-	bad |= check("own_page_mark", mmuext(MMUEXT_MARK_SEMI_WRITABLE, own, 1, DOMID_SELF), 0);
-	bad |= check("own_page_mark_again", mmuext(MMUEXT_MARK_SEMI_WRITABLE, own, 1, DOMID_SELF), 0);
-	bad |= check("own_page_unmark", mmuext(MMUEXT_UNMARK_SEMI_WRITABLE, own, 1, DOMID_SELF), 0);
-	bad |= check("own_page_unmark_again", mmuext(MMUEXT_UNMARK_SEMI_WRITABLE, own, 1, DOMID_SELF), 0);
+	{
+		uint8_t *b = hcall_buf(1);
+
+		if (pv_iommu_audit(0, own, 1, b, &sync, NULL)) {
+			fprintf(stderr, "xenpvsw: cannot audit frame %#llx\n", (unsigned long long)own);
+			return 1;
+		}
+	}
+	/* Without IOMMU sync marking spares nothing, and says so. */
+	want = sync ? 0 : -EOPNOTSUPP;
+	bad |= check("own_page_mark", mmuext(MMUEXT_MARK_SEMI_WRITABLE, own, 1, DOMID_SELF), want);
+	bad |= check("own_page_mark_again", mmuext(MMUEXT_MARK_SEMI_WRITABLE, own, 1, DOMID_SELF), want);
+	bad |= check("own_page_unmark", mmuext(MMUEXT_UNMARK_SEMI_WRITABLE, own, 1, DOMID_SELF), want);
+	bad |= check("own_page_unmark_again", mmuext(MMUEXT_UNMARK_SEMI_WRITABLE, own, 1, DOMID_SELF), want);
 	/* No such domain as page owner. */
 	bad |= check("foreign_domid", mmuext(MMUEXT_MARK_SEMI_WRITABLE, own, 1, 4242), -ESRCH);
 	/* dom_io owns MMIO: refused as page owner by get_pg_owner(). */
@@ -113,14 +197,34 @@ static int cmd_refusals(int argc, char **argv)
 	bad |= check("mfn_all_ones", mmuext(MMUEXT_UNMARK_SEMI_WRITABLE, ~0ULL, 1, DOMID_SELF), -EINVAL);
 	bad |= check("mfn_zero_xen_owned", mmuext(MMUEXT_MARK_SEMI_WRITABLE, 0, 1, DOMID_SELF), -EINVAL);
 	bad |= check("unknown_cmd", mmuext(MMUEXT_UNMARK_SEMI_WRITABLE + 1, own, 1, DOMID_SELF), -ENOSYS);
-	/* Audit: nonexistent domain, pad not zero. */
-	sysctl->cmd = XEN_SYSCTL_pv_iommu_audit;
-	sysctl->u.pv_iommu_audit.domid = 4242;
-	bad |= check("audit_no_domain", do_sysctl(sysctl), -ESRCH);
-	memset(sysctl, 0, sizeof(*sysctl));
-	sysctl->cmd = XEN_SYSCTL_pv_iommu_audit;
-	sysctl->u.pv_iommu_audit.pad[1] = 1;
-	bad |= check("audit_pad_not_zero", do_sysctl(sysctl), -EINVAL);
+	/* Audit: nonexistent domain, bad ranges, pad not zero. */
+	{
+		struct xen_domctl *domctl = hcall_buf(sizeof(*domctl));
+		uint8_t *out = hcall_buf(2 * XEN_DOMCTL_PV_IOMMU_AUDIT_MAX);
+		struct xen_domctl_pv_iommu_audit *a = &domctl->u.pv_iommu_audit;
+
+#define AUDIT_CHECK(name, dom, first_, nr_, pad_, want) do {		\
+		memset(domctl, 0, sizeof(*domctl));				\
+		a->first_mfn = (first_);					\
+		a->nr = (nr_);							\
+		a->pad = (pad_);						\
+		set_xen_guest_handle(a->frames, out);				\
+		bad |= check(name, do_domctl(domctl, XEN_DOMCTL_pv_iommu_audit, dom), want); \
+	} while (0)
+		AUDIT_CHECK("audit_no_domain", 4242, 0, 1, 0, -ESRCH);
+		AUDIT_CHECK("audit_nr_zero", 0, 0, 0, 0, -EINVAL);
+		AUDIT_CHECK("audit_nr_too_big", 0, 0, XEN_DOMCTL_PV_IOMMU_AUDIT_MAX + 1, 0, -EINVAL);
+		AUDIT_CHECK("audit_range_wraps", 0, ~0ULL, 2, 0, -EINVAL);
+		AUDIT_CHECK("audit_pad_not_zero", 0, 0, 1, 1, -EINVAL);
+		AUDIT_CHECK("audit_own_frame", 0, own, 1, 0, 0);
+		memset(domctl, 0, sizeof(*domctl));
+		a->first_mfn = 0;
+		a->nr = 1;
+		set_xen_guest_handle(a->frames, (uint8_t *)8);
+		bad |= check("audit_bad_buffer", do_domctl(domctl, XEN_DOMCTL_pv_iommu_audit, 0),
+			     -EFAULT);
+#undef AUDIT_CHECK
+	}
 	return bad;
 }
 

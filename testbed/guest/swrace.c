@@ -1,0 +1,371 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * swrace - run the guest operations that change a page's IOMMU state
+ * concurrently, on several vCPUs, and check after every round that no page
+ * table, no marked page and no page that left the domain is reachable by DMA.
+ *
+ *   swrace [--seconds S] [--rounds N] [--frames F] [--threads T] [--ops K]
+ *          [--seed X]
+ *
+ * dom0 gives itself F frames that its kernel never sees (XENMEM_populate_physmap
+ * at pseudo-physical frames far above its RAM, after raising its own memory
+ * limit by as many pages), so they have no mapping anywhere and can be pinned
+ * as L1 tables.  T threads, each pinned to its own vCPU, start every round
+ * together and each issue K random operations on random frames among the F:
+ *
+ *   mark     MMUEXT_MARK_SEMI_WRITABLE
+ *   unmark   MMUEXT_UNMARK_SEMI_WRITABLE
+ *   pin      MMUEXT_PIN_L1_TABLE (the page becomes a page table)
+ *   unpin    MMUEXT_UNPIN_TABLE
+ *   writable MMUEXT_CLEAR_PAGE (takes a writable type reference: an unpinned
+ *            page table becomes writable again)
+ *   giveback XENMEM_decrease_reservation of the frame, then populate_physmap
+ *            again: the page leaves the domain and a new one comes
+ *
+ * Then thread 0 looks every frame of the round up with XEN_DOMCTL_pv_iommu_audit
+ * (patches/xen/0003): a frame Xen flags as a violation (a page of ours that
+ * is not writable or is marked, in our IOMMU) or a frame that left us and is
+ * still in our IOMMU is a bad state.  Prints one "row op=..." line per
+ * operation (how often it succeeded, was refused as busy, ...) and
+ * "result ops=N time_us=T rounds=R bad_states=B ...".
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <time.h>
+
+#include "privcmd.h"
+
+enum { OP_MARK, OP_UNMARK, OP_PIN, OP_UNPIN, OP_WRITABLE, OP_GIVEBACK, NOPS };
+static const char *const op_names[NOPS] = {
+	"mark", "unmark", "pin", "unpin", "writable", "giveback",
+};
+/* Outcomes tallied per operation. */
+enum { RES_OK, RES_BUSY, RES_INVAL, RES_OTHER, NRES };
+
+#define MAX_FRAMES	64
+#define MAX_THREADS	16
+
+static unsigned int nframes = 4, nthreads, ops_per_round = 4;
+static unsigned long max_rounds, seconds = 10;
+static uint64_t seed = 1;
+
+struct slot {
+	uint64_t mfn;		/* current frame; 0 while given back */
+	int busy;		/* a giveback is in flight */
+};
+static struct slot slots[MAX_FRAMES];
+/* Frames given back during the current round: checked at its end. */
+static uint64_t gone[MAX_THREADS * 64];
+static unsigned int ngone;
+static pthread_mutex_t gone_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static unsigned long tally[MAX_THREADS][NOPS][NRES];
+static pthread_barrier_t barrier;
+static volatile int stop;
+static unsigned long rounds, bad_states, leaked, released;
+static uint64_t orig_max_kb;
+static int raised;
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000ULL + ts.tv_nsec / 1000;
+}
+
+static uint64_t xorshift(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+/* One mmuext op on a frame of ours; per-thread buffer. */
+static long mmuext1(struct mmuext_op *op, unsigned int cmd, uint64_t mfn)
+{
+	op->cmd = cmd;
+	op->arg1.mfn = mfn;
+	return hypercall(__HYPERVISOR_mmuext_op, (uintptr_t)op, 1, 0, DOMID_SELF);
+}
+
+static void count(unsigned int t, unsigned int op, long rc)
+{
+	tally[t][op][rc == 0 ? RES_OK : rc == -EBUSY ? RES_BUSY : rc == -EINVAL ? RES_INVAL : RES_OTHER]++;
+}
+
+struct worker {
+	unsigned int id;
+	uint64_t rng;
+	struct mmuext_op *op;
+	struct xen_memory_reservation *res;
+	xen_pfn_t *ext;
+};
+
+static void giveback(struct worker *w, unsigned int s)
+{
+	uint64_t mfn, fresh;
+	long rc;
+
+	if (__atomic_exchange_n(&slots[s].busy, 1, __ATOMIC_ACQUIRE)) {
+		count(w->id, OP_GIVEBACK, -EBUSY);
+		return;
+	}
+	mfn = __atomic_load_n(&slots[s].mfn, __ATOMIC_RELAXED);
+	/* A slot left empty by a failed populate is filled again. */
+	rc = mfn ? decrease(w->res, w->ext, mfn) : 1;
+	if (rc == 1 && mfn) {
+		pthread_mutex_lock(&gone_lock);
+		if (ngone < sizeof(gone) / sizeof(gone[0]))
+			gone[ngone++] = mfn;
+		pthread_mutex_unlock(&gone_lock);
+	}
+	if (rc == 1) {
+		fresh = populate(w->res, w->ext, OWN_GPFN_BASE + s);
+		if (fresh)
+			mmuext1(w->op, MMUEXT_CLEAR_PAGE, fresh);
+		else
+			__atomic_add_fetch(&leaked, 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&slots[s].mfn, fresh, __ATOMIC_RELEASE);
+		rc = fresh ? 0 : -ENOMEM;
+	} else if (rc >= 0) {
+		rc = -EINVAL;
+	}
+	count(w->id, OP_GIVEBACK, rc);
+	__atomic_store_n(&slots[s].busy, 0, __ATOMIC_RELEASE);
+}
+
+static void one_op(struct worker *w)
+{
+	uint64_t r = xorshift(&w->rng);
+	unsigned int op = r % NOPS, s = (r >> 8) % nframes;
+	uint64_t mfn = __atomic_load_n(&slots[s].mfn, __ATOMIC_ACQUIRE);
+	static const unsigned int cmds[] = {
+		[OP_MARK] = MMUEXT_MARK_SEMI_WRITABLE,
+		[OP_UNMARK] = MMUEXT_UNMARK_SEMI_WRITABLE,
+		[OP_PIN] = MMUEXT_PIN_L1_TABLE,
+		[OP_UNPIN] = MMUEXT_UNPIN_TABLE,
+		[OP_WRITABLE] = MMUEXT_CLEAR_PAGE,
+	};
+
+	if (op == OP_GIVEBACK) {
+		giveback(w, s);
+		return;
+	}
+	if (!mfn) {
+		count(w->id, op, -ENOENT);
+		return;
+	}
+	count(w->id, op, mmuext1(w->op, cmds[op], mfn));
+}
+
+/* Is MFN in a state no device may reach?  GONE: it left the domain. */
+static int bad_frame(uint8_t *buf, uint64_t mfn, int gone_frame)
+{
+	unsigned int kind;
+	long rc = pv_iommu_audit(0, mfn, 1, buf, NULL, NULL);
+
+	if (rc) {
+		fprintf(stderr, "swrace: audit of %#llx: %s\n", (unsigned long long)mfn, strerror(-rc));
+		exit(1);
+	}
+	if (buf[0] & XEN_DOMCTL_PV_IOMMU_AUDIT_VIOLATION)
+		return 1;
+	kind = buf[0] & XEN_DOMCTL_PV_IOMMU_AUDIT_KIND_MASK;
+	return gone_frame && (buf[0] & XEN_DOMCTL_PV_IOMMU_AUDIT_MAPPED) &&
+	       kind < XEN_DOMCTL_PV_IOMMU_AUDIT_WRITABLE;
+}
+
+/*
+ * A frame given back while another thread pinned it stays ours, held by the
+ * pin (Xen frees it at the unpin): unpin such frames, or dom0 runs out of
+ * its memory limit.
+ */
+static void release_pinned(struct mmuext_op *op, uint8_t *buf, uint64_t mfn)
+{
+	unsigned int i;
+
+	if ((buf[0] & XEN_DOMCTL_PV_IOMMU_AUDIT_KIND_MASK) < XEN_DOMCTL_PV_IOMMU_AUDIT_WRITABLE)
+		return;
+	for (i = 0; i < nframes; i++)
+		if (slots[i].mfn == mfn)
+			return;
+	if (!mmuext1(op, MMUEXT_UNPIN_TABLE, mfn))
+		released++;
+}
+
+static void check_round(struct mmuext_op *op, uint8_t *buf)
+{
+	unsigned int i;
+	int bad = 0;
+
+	for (i = 0; i < nframes; i++)
+		if (slots[i].mfn && bad_frame(buf, slots[i].mfn, 0)) {
+			fprintf(stderr, "swrace: round %lu: frame %#llx state %#x\n", rounds,
+				(unsigned long long)slots[i].mfn, buf[0]);
+			bad = 1;
+		}
+	for (i = 0; i < ngone; i++) {
+		if (bad_frame(buf, gone[i], 1)) {
+			fprintf(stderr, "swrace: round %lu: given-back frame %#llx state %#x\n",
+				rounds, (unsigned long long)gone[i], buf[0]);
+			bad = 1;
+		}
+		release_pinned(op, buf, gone[i]);
+	}
+	ngone = 0;
+	bad_states += bad;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	uint8_t *buf = w->id == 0 ? hcall_buf(1) : NULL;
+	uint64_t deadline = now_us() + seconds * 1000000ULL;
+	unsigned int i;
+
+	for (;;) {
+		pthread_barrier_wait(&barrier);
+		if (stop)
+			break;
+		for (i = 0; i < ops_per_round; i++)
+			one_op(w);
+		pthread_barrier_wait(&barrier);
+		if (w->id == 0) {
+			check_round(w->op, buf);
+			rounds++;
+			if ((max_rounds && rounds >= max_rounds) || (seconds && now_us() >= deadline))
+				stop = 1;
+			if (rounds % 5000 == 0)
+				fprintf(stderr, "swrace: %lu rounds, %lu bad\n", rounds, bad_states);
+		}
+	}
+	return NULL;
+}
+
+/* Leave no frame of ours behind: unpinned, unmarked, given back. */
+static void cleanup(struct worker *w)
+{
+	unsigned int i;
+
+	for (i = 0; i < nframes; i++) {
+		if (!slots[i].mfn)
+			continue;
+		mmuext1(w->op, MMUEXT_UNPIN_TABLE, slots[i].mfn);
+		mmuext1(w->op, MMUEXT_UNMARK_SEMI_WRITABLE, slots[i].mfn);
+		if (decrease(w->res, w->ext, slots[i].mfn) != 1)
+			fprintf(stderr, "swrace: could not give frame %#llx back\n",
+				(unsigned long long)slots[i].mfn);
+	}
+	if (raised && set_max_mem(orig_max_kb))
+		fprintf(stderr, "swrace: could not restore dom0's memory limit\n");
+}
+
+static unsigned long arg_num(const char *opt, const char *v, unsigned long lo, unsigned long hi)
+{
+	char *end;
+	unsigned long n;
+
+	errno = 0;
+	n = strtoul(v ? v : "", &end, 0);
+	if (!v || errno || *end || end == v || n < lo || n > hi) {
+		fprintf(stderr, "swrace: %s takes a number from %lu to %lu\n", opt, lo, hi);
+		exit(2);
+	}
+	return n;
+}
+
+int main(int argc, char **argv)
+{
+	struct worker workers[MAX_THREADS];
+	pthread_t tids[MAX_THREADS];
+	unsigned long ops = 0, sum[NOPS][NRES] = { { 0 } };
+	unsigned int i, j, k;
+	int ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	uint64_t t0;
+
+	nthreads = ncpu < 2 ? 2 : ncpu > MAX_THREADS ? MAX_THREADS : ncpu;
+	for (i = 1; i < (unsigned int)argc; i++) {
+		const char *v = i + 1 < (unsigned int)argc ? argv[i + 1] : NULL;
+
+		if (!strcmp(argv[i], "--seconds"))
+			seconds = arg_num(argv[i], v, 0, 86400);
+		else if (!strcmp(argv[i], "--rounds"))
+			max_rounds = arg_num(argv[i], v, 0, 1UL << 40);
+		else if (!strcmp(argv[i], "--frames"))
+			nframes = arg_num(argv[i], v, 1, MAX_FRAMES);
+		else if (!strcmp(argv[i], "--threads"))
+			nthreads = arg_num(argv[i], v, 2, MAX_THREADS);
+		else if (!strcmp(argv[i], "--ops"))
+			ops_per_round = arg_num(argv[i], v, 1, 64);
+		else if (!strcmp(argv[i], "--seed"))
+			seed = arg_num(argv[i], v, 1, ~0UL);
+		else {
+			fprintf(stderr, "swrace: unknown argument '%s' (--seconds --rounds --frames "
+				"--threads --ops --seed)\n", argv[i]);
+			return 2;
+		}
+		i++;
+	}
+	if (!seconds && !max_rounds) {
+		fprintf(stderr, "swrace: --seconds 0 needs --rounds\n");
+		return 2;
+	}
+
+	privcmd_open("swrace");
+	for (i = 0; i < nthreads; i++) {
+		workers[i].id = i;
+		workers[i].rng = seed * 0x9e3779b97f4a7c15ULL + i + 1;
+		workers[i].op = hcall_buf(sizeof(struct mmuext_op));
+		workers[i].res = hcall_buf(sizeof(struct xen_memory_reservation));
+		workers[i].ext = hcall_buf(sizeof(xen_pfn_t));
+	}
+	raised = raise_mem_limit(nframes + 2 * MAX_THREADS, &orig_max_kb);
+	for (i = 0; i < nframes; i++) {
+		slots[i].mfn = populate(workers[0].res, workers[0].ext, OWN_GPFN_BASE + i);
+		if (!slots[i].mfn) {
+			fprintf(stderr, "swrace: cannot populate frame %u\n", i);
+			cleanup(&workers[0]);
+			return 1;
+		}
+		mmuext1(workers[0].op, MMUEXT_CLEAR_PAGE, slots[i].mfn);
+	}
+
+	pthread_barrier_init(&barrier, NULL, nthreads);
+	t0 = now_us();
+	for (i = 0; i < nthreads; i++) {
+		pthread_attr_t attr;
+		cpu_set_t cpus;
+
+		CPU_ZERO(&cpus);
+		CPU_SET(i % ncpu, &cpus);
+		pthread_attr_init(&attr);
+		pthread_attr_setaffinity_np(&attr, sizeof(cpus), &cpus);
+		if (pthread_create(&tids[i], &attr, worker_main, &workers[i])) {
+			perror("swrace: pthread_create");
+			exit(1);
+		}
+		pthread_attr_destroy(&attr);
+	}
+	for (i = 0; i < nthreads; i++)
+		pthread_join(tids[i], NULL);
+	t0 = now_us() - t0;
+	cleanup(&workers[0]);
+
+	for (i = 0; i < nthreads; i++)
+		for (j = 0; j < NOPS; j++)
+			for (k = 0; k < NRES; k++) {
+				sum[j][k] += tally[i][j][k];
+				ops += tally[i][j][k];
+			}
+	for (j = 0; j < NOPS; j++)
+		printf("row op=%s ok=%lu busy=%lu einval=%lu other=%lu\n", op_names[j], sum[j][RES_OK],
+		       sum[j][RES_BUSY], sum[j][RES_INVAL], sum[j][RES_OTHER]);
+	printf("result ops=%lu time_us=%llu rounds=%lu bad_states=%lu frames=%u threads=%u "
+	       "ops_per_round=%u populate_failed=%lu pinned_after_giveback=%lu\n", ops,
+	       (unsigned long long)t0, rounds, bad_states, nframes, nthreads, ops_per_round, leaked,
+	       released);
+	return 0;
+}
