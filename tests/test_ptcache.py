@@ -80,7 +80,13 @@ def test_cache_off_is_the_stock_kernel(cache_off, label, name, argv, unmaps, qi)
 @pytest.mark.parametrize("label,name,argv,unmaps,qi", CASES)
 def test_cache_on_removes_the_flushes(cache_on, label, name, argv, unmaps, qi):
     rec = cache_on[label]
-    assert rec["per_op"]["qi_iotlb_inv"] <= 0.05, (rec["per_op"], rec["ptcache"])
+    per_op = rec["per_op"]
+    # Misses: each fresh page marked costs one flush.
+    assert per_op["semi_writable_mark"] <= 0.05, (per_op, rec["ptcache"])
+    # A map that completes a 2 MiB run makes Xen coalesce it into an IOMMU superpage, and
+    # flush: its own bookkeeping, which the stock kernel pays too (0-1 per fork+exit,
+    # depending on where the allocator put the tables). Every other flush counts.
+    assert per_op["qi_iotlb_inv"] - per_op["iommu_pt_coalesces"] <= 0.05, (per_op, rec["ptcache"])
     # Xen still unmaps each page that becomes a page table (isolation never rests on the
     # mark), but the entry is absent: no flush. The maps back are what the mark spares.
     assert rec["per_op"]["iommu_unmap_type"] == pytest.approx(unmaps, rel=0.15), rec["per_op"]
