@@ -440,11 +440,11 @@ class Initramfs(Part):
         return {"programs": sorted(os.listdir(os.path.join(REPO, "workloads")))}
 
 
-def kernel_part(which):
+def kernel_part(which, linux_series=None):
     if which == "debian":
         return DebianKernel()
     if which == "built":
-        return BuiltKernel()
+        return BuiltKernel(series=linux_series)
     if which == "vanilla":
         return BuiltKernel(vanilla=True)
     raise ToolError("unknown kernel '%s' (debian, built or vanilla)" % which)
@@ -453,9 +453,9 @@ def kernel_part(which):
 class Parts:
     """The set of parts one testbed boot needs."""
 
-    def __init__(self, kernel="debian", xen_series=None):
+    def __init__(self, kernel="debian", xen_series=None, linux_series=None):
         self.xen = Xen(series=xen_series)
-        self.kernel = kernel_part(kernel)
+        self.kernel = kernel_part(kernel, linux_series)
         self.busybox = Busybox()
         self.initramfs = Initramfs(self.kernel, self.xen, self.busybox)
 

@@ -20,6 +20,9 @@ CRASH_PATTERNS = [
 ]
 
 TAIL_LINES = 40
+# After a crash's first line, how long its report (registers, call trace) may take to
+# arrive before the error is raised: the console log then holds it whole.
+CRASH_REPORT_S = 3.0
 
 
 class ConsoleError(Exception):
@@ -174,6 +177,9 @@ class Console:
         for pattern, what in CRASH_PATTERNS:
             m = pattern.search(chunk)
             if m:
+                deadline = time.monotonic() + CRASH_REPORT_S
+                while not self._eof and time.monotonic() < deadline:
+                    self._cond.wait(deadline - time.monotonic())
                 raise ConsoleCrash("%s: %s" % (what, m.group(0).strip()), self.tail())
 
     def expect(self, pattern, timeout, what=None):
