@@ -3,6 +3,8 @@
 Experiments (each writes RESULTS/NAME.json and RESULTS/NAME.csv):
   offstock   the series built with the cache off against vanilla (same source and config,
              no series), -icount, 1 vCPU, fork+exit and fork+exec, median of R runs per boot
+  native     the same kernels booted without Xen (no marks, no IOMMU), -icount, 1 vCPU: the
+             cache off and on against vanilla, the paper's proposed native port
   protection strict mode with the cache on against relaxed mode (no DMA protection at all),
              -icount, 1 vCPU, lat_proc fork and exec, median of R runs, cache off and on in each
   flushes    cache on (adaptive, warm) against off, invalidations per operation for fork+exit,
@@ -10,6 +12,7 @@ Experiments (each writes RESULTS/NAME.json and RESULTS/NAME.csv):
   scale      N parallel fork+exit loops (N = vCPUs), cache off and on interleaved in one boot
   workloads  churn's default shape without residents, the study's busy state and a shell
              script in bursts: invalidations with the cache on against off, pool against use
+  boots      N boots per kernel and TCG threading, none retried: crashes and stalls counted
   soak       churn for M minutes with the cache switched every minute, tunables and policy
              changed at random, drop_caches and a memory hog in between; then every check
 
@@ -20,15 +23,16 @@ boot, interleaved (scale, the relaxed comparison).
 import json
 import os
 import random
+import re
 import statistics
 import time
 
-from . import build, measure
+from . import build, measure, workloads
 from .progress import ToolError, log
 from .study import write_csv
-from .testbed import BootConfig, Testbed
+from .testbed import BootConfig, Testbed, _BootStalled
 
-EXPERIMENTS = ("offstock", "protection", "flushes", "scale", "workloads", "soak")
+EXPERIMENTS = ("offstock", "native", "boots", "protection", "flushes", "scale", "workloads", "soak")
 
 FORK = ("fork+exit", "forkbench", ["--n", "200", "--warmup", "100"])
 EXEC = ("fork+exec", "forkbench", ["--n", "100", "--exec", "--warmup", "100"])
@@ -105,6 +109,38 @@ def offstock(results, console_dir, rounds=5):
     log("offstock: %s" % summary)
     _write(results, "offstock", rows, summary=summary,
            timing="-icount shift=0 (1 ns per instruction), 1 vCPU, median of %d rounds per kernel" % rounds)
+    return summary
+
+
+def native(results, console_dir, rounds=5):
+    """The kernels without Xen (no marks, no IOMMU): built with the cache off and on, against
+    vanilla; -icount, 1 vCPU, R rounds each, off and on interleaved within the built boot."""
+    rows, rows_stats = [], {}
+    for kernel in ("vanilla", "built"):
+        parts = build.Parts(kernel).ensure()
+        with _boot(parts, console_dir, "native-" + kernel, smp=1, icount=True, native=True) as tb:
+            for r in range(rounds):
+                for cache in ((0, 1) if r % 2 == 0 else (1, 0)) if kernel == "built" else (None,):
+                    if cache is not None:
+                        tb.check("echo %d > /sys/kernel/mm/ptcache/enabled" % cache)
+                    for what, argv in (("fork", "--n 200 --warmup 50"), ("exec", "--n 100 --warmup 20")):
+                        result, _ = workloads.parse_output(tb.check("lat_proc --what %s %s" % (what, argv)))
+                        rows.append({"kernel": kernel, "release": tb.release, "cache": cache, "round": r,
+                                     "what": what, "mean_us": result["time_us"], "median_us": result["median_us"]})
+            if kernel == "built":
+                s = measure.parse_stats(tb.check("cat /sys/kernel/mm/ptcache/stats"))
+                rows_stats = {k: s[k] for k in ("pte_hits", "pte_misses", "ops") if k in s}
+    summary = {"ptcache_stats_end": rows_stats}
+    for what in ("fork", "exec"):
+        med = {name: statistics.median(r["mean_us"] for r in rows if r["kernel"] == k and r["cache"] == c
+                                       and r["what"] == what)
+               for name, k, c in (("vanilla", "vanilla", None), ("built_off", "built", 0), ("built_on", "built", 1))}
+        med["on_vs_off_pct"] = round(100 * (med["built_on"] / med["built_off"] - 1), 3)
+        med["off_vs_vanilla_pct"] = round(100 * (med["built_off"] / med["vanilla"] - 1), 3)
+        summary[what] = med
+    log("native: %s" % summary)
+    _write(results, "native", rows, summary=summary,
+           timing="-icount shift=0 (1 ns per instruction), 1 vCPU, no Xen, median of %d rounds" % rounds)
     return summary
 
 
@@ -277,11 +313,45 @@ def soak(results, console_dir, minutes=30, seed=1):
     return summary
 
 
+def boots(results, console_dir, n=30, smp=2):
+    """N boots per configuration, each to dom0's shell and no further, none retried: how
+    often a boot crashes or stalls, by kernel and by TCG's threading."""
+    configs = [("built", "multi"), ("debian", "multi"), ("built", "single")]
+    rows = []
+    for kernel, thread in configs:
+        parts = build.Parts(kernel).ensure()
+        for i in range(n):
+            name = "boots-%s-%s-%d" % (kernel, thread, i)
+            tb = _boot(parts, console_dir, name, smp=smp, tcg_thread=thread, boot_timeout=120)
+            outcome, what = "ok", ""
+            try:
+                tb._start_once()
+            except _BootStalled as e:
+                outcome, what = ("stall" if e.kind == "stalled" else "crash"), e.error.what
+            except ToolError as e:
+                what = str(e).splitlines()[0]
+                outcome = "crash" if re.search(r"oops|panic", what) else "error"
+            finally:
+                tb.stop()
+            rows.append({"kernel": kernel, "tcg_thread": thread, "boot": i, "outcome": outcome, "what": what,
+                         "console_log": os.path.join(console_dir, name + ".log")})
+            log("boots: %s, TCG %s, %d/%d: %s %s" % (kernel, thread, i + 1, n, outcome, what))
+    summary = {"%s-%s" % c: {k: sum(1 for r in rows if (r["kernel"], r["tcg_thread"]) == c and r["outcome"] == k)
+                             for k in ("ok", "crash", "stall", "error")} for c in configs}
+    log("boots: %s" % summary)
+    _write(results, "boots", rows, summary=summary, smp=smp)
+    return summary
+
+
 def run(names, results, console_dir, quick=False):
     out = {}
     for name in names:
         if name == "offstock":
             out[name] = offstock(results, console_dir, rounds=3 if quick else 5)
+        elif name == "boots":
+            out[name] = boots(results, console_dir, n=5 if quick else 30)
+        elif name == "native":
+            out[name] = native(results, console_dir, rounds=3 if quick else 5)
         elif name == "protection":
             out[name] = protection(results, console_dir, rounds=3 if quick else 5)
         elif name == "flushes":

@@ -1,12 +1,14 @@
 """flushless reproduce: the paper's evaluation, run on the testbed (issue 4).
 
-Six boots of the project-built Xen and dom0 (strict unless said):
+Seven boots of the project-built Xen and dom0 (strict unless said):
   baseline   cache off; the busy state (churn) for G scaled minutes, sampled every minute
   pre        cache on from boot (ptcache=paper: on from boot, the study's policy); the same busy state
+  adaptive   cache on from boot with the series' default, self-adaptive policy (ptcache=adaptive)
   dyn        cache off at boot, switched on at scaled minute 5 by dom0's study script
   relaxed    dom0-iommu=relaxed, cache off: the no-protection reference
   timing     -icount, 1 vCPU, the cache switched at run time between interleaved runs:
-             process latencies, the CPU-bound suite, the seed lab's benchmarks
+             process latencies, the CPU-bound suite, the seed lab's benchmarks; then a dyn busy
+             state with per-level alloc/free timing on (instruction time, which repeats)
   network    an e1000e: the TCP stream to the host, interleaved
 and the seed lab's benchmarks natively on the host. Each experiment writes
 results/NAME.json (configuration, versions, every run) and results/NAME.csv (its rows);
@@ -41,9 +43,13 @@ LEVELS = ("pgd", "pgd_user", "pud", "pmd", "pte")
 # that the 1:1 policy sees a system's worth of page tables, not only the burst).
 CHURN_SHAPE = ["--tabs", "4", "--libs", "2", "--lib-kb", "32", "--heap-kb", "128", "--resident", "16"]
 CPU_PROGRAMS = workloads.CPU_PROGRAMS
+CACHE_FROM_BOOT = ("pre", "adaptive")
+CACHE_GROUPS = ("pre", "adaptive", "dyn")
 LAT_WHAT = ("fork", "exec", "shell")
 TIMING_ICOUNT = ("dom0 clock under QEMU -icount shift=0 (1 ns per executed instruction), 1 vCPU; baseline (cache "
                  "off) and dyn (cache switched on at run time) interleaved within one boot")
+TIMING_BUSY_ICOUNT = ("dom0 clock under QEMU -icount shift=0 (1 ns per executed instruction), 1 vCPU; one dyn busy "
+                      "state: the cache off, then switched on at the switch minute, timing=1 throughout")
 TIMING_WALL = ("dom0 wall clock under TCG (emulation time), 2 vCPUs; baseline and dyn interleaved within one boot")
 GUEST_IP, HOST_IP = "10.0.2.15", "10.0.2.2"  # QEMU user networking: 10.0.2.2 is the host
 
@@ -70,6 +76,12 @@ class Profile:
     @property
     def churn_rate(self):
         return round(PAPER_RATE * 60 / self.minute_s)
+
+    @property
+    def timing_busy_minutes(self):
+        """The -icount boot's dyn busy state: as many minutes on as off, and the two after
+        the switch that the steady state skips."""
+        return 2 * self.switch_minute + 2
 
     def timing_plan(self):
         """The -icount boot's runs, in order: (experiment, group, workload, argv, tags)."""
@@ -418,6 +430,7 @@ class Study:
         p = self.profile
         groups = [("baseline", "strict", [], 0, p.group_minutes),
                   ("pre", "strict", ["ptcache=paper"], 0, p.group_minutes),
+                  ("adaptive", "strict", ["ptcache=adaptive"], 0, p.group_minutes),
                   ("dyn", "strict", [], p.switch_minute, p.group_minutes),
                   ("relaxed", "relaxed", [], 0, p.relaxed_minutes)]
         recs = []
@@ -428,26 +441,24 @@ class Study:
                 self.booted(group, tb)
                 session = measure.Session(tb)
                 enabled = session.ptcache_get("enabled")
-                if enabled != ("1" if group == "pre" else "0"):
+                if enabled != ("1" if group in CACHE_FROM_BOOT else "0"):
                     raise ToolError("%s: ptcache enabled=%s after boot" % (group, enabled))
-                # The study's fixed thresholds; per-level alloc/free time in every group.
-                session.configure_ptcache({"policy": "paper", "timing": 1})
+                # The study's fixed thresholds, except in the adaptive group. No timing here:
+                # the -icount boot times alloc and free.
+                session.configure_ptcache({"policy": "adaptive" if group == "adaptive" else "paper"})
                 rec = run_group(tb, group, p, minutes, switch)
                 rec.update({"mode": mode, "dom0_args": dom0_args, "ptcache_at_start": enabled})
                 if rec["invariant_violations"]:
                     raise ToolError("%s: Xen's audit found %d IOMMU invariant violations"
                                     % (group, rec["invariant_violations"]))
                 recs.append(rec)
-        meta = self.meta(parts, workload="churn " + " ".join(CHURN_SHAPE),
-                         timing="counts are exact; alloc/free times are dom0 wall clock under TCG (emulation time)")
+        meta = self.meta(parts, workload="churn " + " ".join(CHURN_SHAPE), timing="counts are exact")
         flush = [r for rec in recs for r in rec["flush_rows"]]
         levels = [r for rec in recs for r in rec["level_rows"]]
         runs = [{k: v for k, v in rec.items() if k not in ("flush_rows", "level_rows")} for rec in recs]
         write_experiment(self.results, "flush_frequency", meta, flush, runs=runs)
-        write_experiment(self.results, "pt_alloc_free_time", meta,
-                         [r for r in levels if r["group"] != "relaxed"], summary=alloc_free_summary(levels))
         size_rows = [{k: r[k] for k in ("group", "minute", "level", "pool", "in_use")}
-                     for r in levels if r["group"] in ("pre", "dyn")]
+                     for r in levels if r["group"] in CACHE_GROUPS]
         write_experiment(self.results, "cache_size", meta, size_rows, summary=cache_size_summary(recs))
         write_experiment(self.results, "cache_miss", meta, cache_miss_rows(levels))
 
@@ -457,9 +468,17 @@ class Study:
         self.progress("timing boot (-icount, 1 vCPU): latencies, CPU suite, seed benchmarks, interleaved")
         with self.boot("timing", self.boot_config(parts, smp=1, icount=True)) as tb:
             self.booted("timing", tb)
-            runs = run_plan(measure.Session(tb), self.profile.timing_plan(),
-                            lambda m: self.progress("timing " + m))
+            session = measure.Session(tb)
+            runs = run_plan(session, self.profile.timing_plan(), lambda m: self.progress("timing " + m))
+            # Per-level alloc/free time: the cache off, then switched on, in this one boot.
+            session.configure_ptcache({"enabled": 0, "policy": "paper", "timing": 1})
+            busy = run_group(tb, "dyn", self.profile, self.profile.timing_busy_minutes, self.profile.switch_minute)
+            session.configure_ptcache({"enabled": 0, "timing": 0})
         meta = self.meta(parts, timing=TIMING_ICOUNT)
+        write_experiment(self.results, "pt_alloc_free_time",
+                         dict(meta, workload="churn " + " ".join(CHURN_SHAPE), timing=TIMING_BUSY_ICOUNT),
+                         busy["level_rows"], runs=[{k: v for k, v in busy.items() if k not in ("flush_rows", "level_rows")}],
+                         summary=alloc_free_summary(busy["level_rows"], self.profile.switch_minute))
         lat_rows = [{"round": r["round"], "group": r["group"], "what": r["what"], "ops": r["ops"],
                      "mean_us": r["result"]["time_us"], "median_us": r["result"]["median_us"],
                      "min_us": r["result"]["min_us"], "max_us": r["result"]["max_us"],
@@ -519,11 +538,14 @@ def stdev(xs):
     return (sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5
 
 
-def alloc_free_summary(levels):
-    """Per group: total alloc/free time and count over the run, per level and all levels."""
+def alloc_free_summary(levels, switch):
+    """Off (minutes before SWITCH) and on (from SWITCH + 2): total alloc/free time and count,
+    per level and all levels."""
     out = {}
     for r in levels:
-        g = out.setdefault(r["group"], {})
+        if switch <= r["minute"] < switch + 2:
+            continue
+        g = out.setdefault("off" if r["minute"] < switch else "on", {})
         for lv in (r["level"], "all"):
             s = g.setdefault(lv, {"alloc_ns": 0, "alloc_count": 0, "free_ns": 0, "free_count": 0})
             for k in s:
@@ -536,10 +558,10 @@ def alloc_free_summary(levels):
 
 
 def cache_size_summary(recs):
-    """Pool versus in-use page-table pages per level at the end of pre and dyn."""
+    """Pool versus in-use page-table pages per level at the end of the groups with the cache."""
     out = {}
     for rec in recs:
-        if rec["group"] not in ("pre", "dyn"):
+        if rec["group"] not in CACHE_GROUPS:
             continue
         pt = rec["ptcache_end"]
         s = {lv: {"pool": pt[lv + "_pool"], "in_use": pt[lv + "_in_use"]} for lv in LEVELS}
@@ -555,7 +577,7 @@ def cache_size_summary(recs):
 
 def cache_miss_rows(levels):
     rows = []
-    for group in ("pre", "dyn"):
+    for group in CACHE_GROUPS:
         for lv in LEVELS:
             rs = [r for r in levels if r["group"] == group and r["level"] == lv]
             if not rs:

@@ -43,3 +43,16 @@ def test_bench_native_one_workload():
     res = flushless("bench", "native", "forkbench", "--n", "20", "--json")
     assert res.returncode == 0, res.stderr
     assert '"ops": 20' in res.stdout
+
+
+def test_native_boot_has_no_xen_and_no_iommu(tmp_path):
+    from flushless.testbed import BootConfig
+    for name in ("vmlinuz", "initrd"):
+        (tmp_path / name).write_text("")
+    cfg = BootConfig(xen=None, kernel=str(tmp_path / "vmlinuz"), initramfs=str(tmp_path / "initrd"),
+                     native=True, icount=True, smp=1)
+    argv = cfg.qemu_argv()
+    assert argv[argv.index("-kernel") + 1] == str(tmp_path / "vmlinuz")
+    assert not any("intel-iommu" in a or "edu" in a for a in argv)
+    assert "console=ttyS0" in argv[argv.index("-append") + 1]
+    assert "shift=0,sleep=off" in argv

@@ -124,3 +124,13 @@ def test_closed_console_raises(shell):
     con, proc = shell
     with pytest.raises(ConsoleClosed):
         con.run("exit 0", 10)
+
+
+def test_only_a_text_patching_int3_at_boot_is_retried():
+    from flushless.console import ConsoleCrash, ConsoleTimeout
+    from flushless.testbed import _text_poke_crash
+    int3 = "dom0 kernel oops: Oops: int3: 0000 [#1] PREEMPT SMP NOPTI"
+    assert _text_poke_crash(ConsoleCrash(int3, ["RIP: e030:sched_clock_cpu+0x9/0x190"]))
+    assert not _text_poke_crash(ConsoleCrash(int3, ["RIP: e030:ptcache_alloc_noprof+0x31/0x2a0"]))
+    assert not _text_poke_crash(ConsoleCrash("dom0 kernel oops: BUG: unable to handle page fault", []))
+    assert not _text_poke_crash(ConsoleTimeout("no dom0's shell within 180 s", []))

@@ -59,6 +59,8 @@ def test_counts_show_the_published_effects(run):
     steady = sum(by["baseline"][1:]) / (minutes - 1)
     assert steady > 1000  # about 13 per process created, 542 processes a minute
     assert max(by["pre"][1:]) <= 0.01 * steady
+    # The series' default policy: the same, with no thresholds to tune.
+    assert len(by["adaptive"]) == minutes and max(by["adaptive"][1:]) <= 0.01 * steady
     sw = study.PROFILES["quick"].switch_minute
     assert min(by["dyn"][:sw]) > 0.5 * steady
     assert max(by["dyn"][sw + 2:]) <= 0.01 * steady
@@ -72,7 +74,7 @@ def test_counts_show_the_published_effects(run):
 def test_comparison_table_lists_every_published_item(run):
     table = json.load(open(os.path.join(run[1], "comparison.json")))
     items = " ".join(r["item"] for r in table)
-    for word in ("baseline", "pre", "dyn", "alloc", "free", "cache pages", "miss", "fork+exit", "fork+execve",
+    for word in ("baseline", "pre", "adaptive", "dyn", "alloc", "free", "cache pages", "miss", "fork+exit", "fork+execve",
                  "/bin/sh", "CPU-bound", "TCP"):
         assert word in items, word
     assert all(r["published"] and r["ours"] for r in table)

@@ -112,3 +112,17 @@ def test_compare_judges_counts_and_ratios_not_noisy_times(tmp_path):
     assert all(ok for *_, ok in report.compare(a, b))
     bad = [name for name, _, _, _, _, ok in report.compare(a, c) if not ok]
     assert bad == ["baseline IOTLB flushes/min", "dyn IOTLB flushes/min before the switch"]
+
+
+def test_alloc_free_time_off_against_on_in_one_boot():
+    # Minutes before the switch are off, from switch + 2 on; the two in between are skipped.
+    levels = [{"group": "dyn", "minute": m, "level": lv, "alloc_count": 10, "free_count": 10,
+               "alloc_ns": 10 * (2000 if m < 2 else 9999 if m < 4 else 1000), "free_ns": 10 * 500}
+              for m in range(6) for lv in study.LEVELS]
+    s = study.alloc_free_summary(levels, 2)
+    assert set(s) == {"off", "on"}
+    assert s["off"]["all"]["avg_alloc_ns"] == 2000 and s["on"]["all"]["avg_alloc_ns"] == 1000
+    assert s["on"]["pte"]["alloc_count"] == 20
+    from flushless import report
+    ok = {item: good for item, _, _, good, _ in report.alloc_free_claims({"summary": s})}
+    assert ok == {"page-table alloc time": True, "page-table free time": False}
