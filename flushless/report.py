@@ -478,7 +478,8 @@ def write(results, out):
                "145/177, total 176/193; dyn: 4/2, 20/4, 136/182, 160/188; under 1 MB." % busy)
     if "cache_miss" in docs:
         figure("cache_miss.png", lambda p: fig_miss(docs["cache_miss"], p),
-               "Cache-miss probability per level over the whole run (dyn: from the switch), groups pre, adaptive and dyn. "
+               "Cache-miss probability per level over the whole run (dyn: from the switch), groups pre, adaptive "
+               "and dyn. "
                "%s Timing method: exact counts. Published, pre: PGD 9/550, PMD 38/2200, PTE 322/6633; dyn: "
                "7/540, 24/2160, 320/6333." % busy)
     def timing(name):

@@ -115,7 +115,7 @@ def offstock(results, console_dir, rounds=5):
 def native(results, console_dir, rounds=5):
     """The kernels without Xen (no marks, no IOMMU): built with the cache off and on, against
     vanilla; -icount, 1 vCPU, R rounds each, off and on interleaved within the built boot."""
-    rows, rows_stats = [], {}
+    rows, end_stats = [], {}
     for kernel in ("vanilla", "built"):
         parts = build.Parts(kernel).ensure()
         with _boot(parts, console_dir, "native-" + kernel, smp=1, icount=True, native=True) as tb:
@@ -129,8 +129,8 @@ def native(results, console_dir, rounds=5):
                                      "what": what, "mean_us": result["time_us"], "median_us": result["median_us"]})
             if kernel == "built":
                 s = measure.parse_stats(tb.check("cat /sys/kernel/mm/ptcache/stats"))
-                rows_stats = {k: s[k] for k in ("pte_hits", "pte_misses", "ops") if k in s}
-    summary = {"ptcache_stats_end": rows_stats}
+                end_stats = {k: s[k] for k in ("pte_hits", "pte_misses", "ops") if k in s}
+    summary = {"ptcache_stats_end": end_stats}
     for what in ("fork", "exec"):
         med = {name: statistics.median(r["mean_us"] for r in rows if r["kernel"] == k and r["cache"] == c
                                        and r["what"] == what)
@@ -313,10 +313,12 @@ def soak(results, console_dir, minutes=30, seed=1):
     return summary
 
 
-def boots(results, console_dir, n=30, smp=2):
-    """N boots per configuration, each to dom0's shell and no further, none retried: how
-    often a boot crashes or stalls, by kernel and by TCG's threading."""
-    configs = [("built", "multi"), ("debian", "multi"), ("built", "single")]
+BOOT_CONFIGS = (("built", "multi"), ("debian", "multi"), ("built", "single"))
+
+
+def boots(results, console_dir, n=30, smp=2, configs=BOOT_CONFIGS):
+    """N boots per (kernel, TCG threading), each to dom0's shell and no further, none
+    retried: how often a boot crashes or stalls."""
     rows = []
     for kernel, thread in configs:
         parts = build.Parts(kernel).ensure()
@@ -339,7 +341,7 @@ def boots(results, console_dir, n=30, smp=2):
     summary = {"%s-%s" % c: {k: sum(1 for r in rows if (r["kernel"], r["tcg_thread"]) == c and r["outcome"] == k)
                              for k in ("ok", "crash", "stall", "error")} for c in configs}
     log("boots: %s" % summary)
-    _write(results, "boots", rows, summary=summary, smp=smp)
+    _write(results, "boots", rows, summary=summary, smp=smp, boots_per_config=n)
     return summary
 
 

@@ -477,7 +477,8 @@ class Study:
         meta = self.meta(parts, timing=TIMING_ICOUNT)
         write_experiment(self.results, "pt_alloc_free_time",
                          dict(meta, workload="churn " + " ".join(CHURN_SHAPE), timing=TIMING_BUSY_ICOUNT),
-                         busy["level_rows"], runs=[{k: v for k, v in busy.items() if k not in ("flush_rows", "level_rows")}],
+                         busy["level_rows"],
+                         runs=[{k: v for k, v in busy.items() if k not in ("flush_rows", "level_rows")}],
                          summary=alloc_free_summary(busy["level_rows"], self.profile.switch_minute))
         lat_rows = [{"round": r["round"], "group": r["group"], "what": r["what"], "ops": r["ops"],
                      "mean_us": r["result"]["time_us"], "median_us": r["result"]["median_us"],
