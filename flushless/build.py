@@ -70,6 +70,12 @@ def patches(kind):
     return file_list("patches/%s/*.patch" % kind)
 
 
+def testbed_linux_series(broken=()):
+    """The series, BROKEN fixtures if any, then the testbed-only patches (testbed/linux): a
+    free's window widened, and ops that declare nothing when booted without Xen."""
+    return patches("linux") + list(broken) + file_list("testbed/linux/*.patch")
+
+
 class Part:
     """One cached build product."""
 

@@ -3,8 +3,9 @@
 Experiments (each writes RESULTS/NAME.json and RESULTS/NAME.csv):
   offstock   the series built with the cache off against vanilla (same source and config,
              no series), -icount, 1 vCPU, fork+exit and fork+exec, median of R runs per boot
-  native     the same kernels booted without Xen (no marks, no IOMMU), -icount, 1 vCPU: the
-             cache off and on against vanilla, the paper's proposed native port
+  native     the kernels booted without Xen (no IOMMU), -icount, 1 vCPU: vanilla; the series,
+             which must refuse to switch on; the series with testbed/linux's no-op ops, cache
+             off and on: the paper's proposed native port
   protection strict mode with the cache on against relaxed mode (no DMA protection at all),
              -icount, 1 vCPU, lat_proc fork and exec, median of R runs, cache off and on in each
   flushes    cache on (adaptive, warm) against off, invalidations per operation for fork+exit,
@@ -112,34 +113,48 @@ def offstock(results, console_dir, rounds=5):
     return summary
 
 
-def native(results, console_dir, rounds=5):
-    """The kernels without Xen (no marks, no IOMMU): built with the cache off and on, against
-    vanilla; -icount, 1 vCPU, R rounds each, off and on interleaved within the built boot."""
-    rows, end_stats = [], {}
-    for kernel in ("vanilla", "built"):
-        parts = build.Parts(kernel).ensure()
-        with _boot(parts, console_dir, "native-" + kernel, smp=1, icount=True, native=True) as tb:
+NATIVE_KERNELS = (("vanilla", None, ()), ("built", None, ()),
+                  ("testbed", build.testbed_linux_series(), ("ptcache_test_native_ops=1",)))
+
+
+def native(results, console_dir, rounds=5, name="native"):
+    """The kernels without Xen (no marks, no IOMMU), -icount, 1 vCPU, R rounds each: vanilla;
+    the series (off, and switching on must fail: no hypervisor takes declarations); and the
+    series with testbed/linux's ops that declare nothing, cache off and on interleaved, for
+    what caching alone would save natively."""
+    rows, end_stats, refused, versions = [], {}, None, {}
+    for kernel, series, args in NATIVE_KERNELS:
+        parts = build.Parts("vanilla" if kernel == "vanilla" else "built", linux_series=series).ensure()
+        versions[kernel] = {k: v for k, v in parts.kernel.manifest().items() if k != "inputs"}
+        with _boot(parts, console_dir, "native-" + kernel, smp=1, icount=True, native=True,
+                   dom0_args=args) as tb:
+            if kernel == "built":
+                refused = tb.check("echo 1 > /sys/kernel/mm/ptcache/enabled 2>&1 || echo refused; "
+                                   "cat /sys/kernel/mm/ptcache/enabled")
+                if refused[-2:] != ["refused", "0"]:
+                    raise ToolError("native: the series switched on without a hypervisor: %s" % refused)
             for r in range(rounds):
-                for cache in ((0, 1) if r % 2 == 0 else (1, 0)) if kernel == "built" else (None,):
+                for cache in ((0, 1) if r % 2 == 0 else (1, 0)) if kernel == "testbed" else (None,):
                     if cache is not None:
                         tb.check("echo %d > /sys/kernel/mm/ptcache/enabled" % cache)
                     for what, argv in (("fork", "--n 200 --warmup 50"), ("exec", "--n 100 --warmup 20")):
                         result, _ = workloads.parse_output(tb.check("lat_proc --what %s %s" % (what, argv)))
                         rows.append({"kernel": kernel, "release": tb.release, "cache": cache, "round": r,
                                      "what": what, "mean_us": result["time_us"], "median_us": result["median_us"]})
-            if kernel == "built":
+            if kernel == "testbed":
                 s = measure.parse_stats(tb.check("cat /sys/kernel/mm/ptcache/stats"))
                 end_stats = {k: s[k] for k in ("pte_hits", "pte_misses", "ops") if k in s}
-    summary = {"ptcache_stats_end": end_stats}
+    summary = {"ptcache_stats_end": end_stats, "series_refused_on": refused}
     for what in ("fork", "exec"):
         med = {name: statistics.median(r["mean_us"] for r in rows if r["kernel"] == k and r["cache"] == c
                                        and r["what"] == what)
-               for name, k, c in (("vanilla", "vanilla", None), ("built_off", "built", 0), ("built_on", "built", 1))}
-        med["on_vs_off_pct"] = round(100 * (med["built_on"] / med["built_off"] - 1), 3)
+               for name, k, c in (("vanilla", "vanilla", None), ("built_off", "built", None),
+                                  ("testbed_off", "testbed", 0), ("testbed_on", "testbed", 1))}
+        med["on_vs_off_pct"] = round(100 * (med["testbed_on"] / med["testbed_off"] - 1), 3)
         med["off_vs_vanilla_pct"] = round(100 * (med["built_off"] / med["vanilla"] - 1), 3)
         summary[what] = med
     log("native: %s" % summary)
-    _write(results, "native", rows, summary=summary,
+    _write(results, name, rows, summary=summary, versions=versions, args={k: list(a) for k, _, a in NATIVE_KERNELS},
            timing="-icount shift=0 (1 ns per instruction), 1 vCPU, no Xen, median of %d rounds" % rounds)
     return summary
 
@@ -209,15 +224,16 @@ def flushes(results, console_dir, smps=(1, 2, 4, 8), modes=("strict",)):
     return summary
 
 
-def scale(results, console_dir, smps=(1, 2, 4, 8), rounds=2):
-    """N parallel fork+exit loops, cache off and on interleaved in one boot per vCPU count."""
+def scale(results, console_dir, smps=(1, 2, 4, 8), rounds=4):
+    """N parallel fork+exit loops, cache off and on interleaved (ABBA) in one boot per vCPU
+    count: medians of ROUNDS runs each."""
     rows = []
     parts = build.Parts("built").ensure()
     for smp in smps:
         with _boot(parts, console_dir, "scale-%d" % smp, smp=smp) as tb:
             session = measure.Session(tb)
             for r in range(rounds):
-                for cache in (0, 1):
+                for cache in (0, 1) if r % 2 == 0 else (1, 0):
                     session.configure_ptcache({"enabled": cache})
                     rec = session.run("forkbench", ["--n", "100", "--warmup", "20", "--procs", str(smp)])
                     rows.append({"smp": smp, "round": r, "cache": cache, "ops": rec["ops"],
@@ -316,12 +332,12 @@ def soak(results, console_dir, minutes=30, seed=1):
 BOOT_CONFIGS = (("built", "multi"), ("debian", "multi"), ("built", "single"))
 
 
-def boots(results, console_dir, n=30, smp=2, configs=BOOT_CONFIGS):
+def boots(results, console_dir, n=30, smp=2, configs=BOOT_CONFIGS, xen_series=None):
     """N boots per (kernel, TCG threading), each to dom0's shell and no further, none
-    retried: how often a boot crashes or stalls."""
+    retried: how often a boot crashes or stalls. XEN_SERIES [] boots Xen without patches/xen."""
     rows = []
     for kernel, thread in configs:
-        parts = build.Parts(kernel).ensure()
+        parts = build.Parts(kernel, xen_series=xen_series).ensure()
         for i in range(n):
             name = "boots-%s-%s-%d" % (kernel, thread, i)
             tb = _boot(parts, console_dir, name, smp=smp, tcg_thread=thread, boot_timeout=120)
@@ -335,7 +351,8 @@ def boots(results, console_dir, n=30, smp=2, configs=BOOT_CONFIGS):
                 outcome = "crash" if re.search(r"oops|panic", what) else "error"
             finally:
                 tb.stop()
-            rows.append({"kernel": kernel, "tcg_thread": thread, "boot": i, "outcome": outcome, "what": what,
+            rows.append({"kernel": kernel, "tcg_thread": thread, "xen_patched": xen_series != [],
+                         "boot": i, "outcome": outcome, "what": what,
                          "console_log": os.path.join(console_dir, name + ".log")})
             log("boots: %s, TCG %s, %d/%d: %s %s" % (kernel, thread, i + 1, n, outcome, what))
     summary = {"%s-%s" % c: {k: sum(1 for r in rows if (r["kernel"], r["tcg_thread"]) == c and r["outcome"] == k)

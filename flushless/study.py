@@ -132,7 +132,7 @@ PROFILES = {
                     fork_max_kb=131072, fork_n=20, tlb_max_kb=262144, tlb_accesses=1000000),
 }
 
-STAGES = ("groups", "timing", "network", "native")
+STAGES = ("groups", "timing", "network", "native", "native_kernel")
 
 
 # --- the busy-state timeline ------------------------------------------------------------
@@ -424,6 +424,8 @@ class Study:
             self.run_network_boot(parts)
         if "native" in self.stages:
             self.run_native_stage(parts)
+        if "native_kernel" in self.stages:
+            self.run_native_kernel_stage()
         self.progress("done in %s" % _mmss(time.monotonic() - self.t0))
 
     def run_groups(self, parts):
@@ -522,6 +524,12 @@ class Study:
             meta = dict(meta, native={"args": native[exp]["args"], "result": native[exp]["result"],
                                       "host": os.uname().nodename, "cpus": os.cpu_count()})
             write_experiment(self.results, exp, meta, rows)
+
+    def run_native_kernel_stage(self):
+        """The paper's proposed native port: the kernels booted without Xen (series.native)."""
+        from . import series
+        self.progress("native kernel: vanilla, the series and the series with no-op ops, no Xen, -icount")
+        series.native(self.results, self.console_dir, rounds=self.profile.lat_rounds, name="native_kernel")
 
 
 # --- summaries ----------------------------------------------------------------------------

@@ -200,6 +200,8 @@ class Testbed:
         try:
             self._wait_boot()
         except ConsoleTimeout as e:
+            if not self.cfg.native:
+                self._xen_debug_keys()
             self.stop()
             raise _BootStalled(e)
         except ConsoleError as e:
@@ -213,6 +215,18 @@ class Testbed:
             raise
         self.boot_seconds = time.monotonic() - t0
         log("dom0 shell up after %.1f s (%s)" % (self.boot_seconds, self.release))
+
+    def _xen_debug_keys(self):
+        """Xen's view of a stalled boot, into the console log: every CPU's registers and stack
+        ('d'), dom0's vCPUs ('0'), the domains and their event channels ('q', 'e')."""
+        try:
+            self.console.send("\x01\x01\x01")  # serial input to Xen
+            for key in "d0qe":
+                time.sleep(1)
+                self.console.send(key)
+            time.sleep(3)
+        except OSError:
+            pass
 
     def _wait_boot(self):
         c = self.console
