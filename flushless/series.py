@@ -80,7 +80,7 @@ def _check_clean(session, what):
     audit = measure.parse_stats(session.tb.check("xenpvsw audit 0"))
     if audit.get("violations"):
         raise ToolError("%s: Xen's audit found %d violations" % (what, audit["violations"]))
-    bad = session.tb.check("dmesg | grep -E 'Bad page|WARNING|BUG|ptcache: could not' || true")
+    bad = session.tb.check("dmesg | grep -E 'Bad page|WARNING: CPU|BUG:|ptcache: could not' || true")
     return audit, bad
 
 
@@ -166,8 +166,14 @@ def protection(results, console_dir, rounds=5):
     for mode in ("strict", "relaxed"):
         with _boot(parts, console_dir, "protection-" + mode, smp=1, icount=True, mode=mode) as tb:
             session = measure.Session(tb)
+            if mode == "relaxed":
+                # No IOMMU sync, so Xen refuses marks and ptcache has no ops: it must stay off.
+                refused = tb.check("echo 1 > /sys/kernel/mm/ptcache/enabled 2>&1 || echo refused; "
+                                   "cat /sys/kernel/mm/ptcache/enabled")
+                if refused[-2:] != ["refused", "0"]:
+                    raise ToolError("protection: ptcache switched on in relaxed mode: %s" % refused)
             for r in range(rounds):
-                for cache in (0, 1):
+                for cache in (0, 1) if mode == "strict" else (0,):
                     session.configure_ptcache({"enabled": cache})
                     for what, argv in (("fork", ["--n", "200", "--warmup", "50"]),
                                        ("exec", ["--n", "100", "--warmup", "20"])):
@@ -179,7 +185,7 @@ def protection(results, console_dir, rounds=5):
     for what in ("fork", "exec"):
         med = {"%s_cache%d" % (m, c): statistics.median(r["mean_us"] for r in rows if r["mode"] == m
                                                          and r["cache"] == c and r["what"] == what)
-               for m in ("strict", "relaxed") for c in (0, 1)}
+               for m, c in (("strict", 0), ("strict", 1), ("relaxed", 0))}
         med["strict_on_vs_relaxed_off_pct"] = round(100 * (med["strict_cache1"] / med["relaxed_cache0"] - 1), 3)
         med["at_or_below_relaxed"] = med["strict_cache1"] <= med["relaxed_cache0"]
         summary[what] = med

@@ -2,12 +2,14 @@
 
 A free reads the switch, then puts its page in a CPU's front cache. If the cache is
 switched off in between, the page must not land in a pool that nothing takes from any
-more, still declared to Xen. Two protections keep it out: the grace period before the drain
-(frees in RCU callbacks or with preemption off, most table frees) and the re-check under the
-front cache's lock (frees from preemptible process context: a PTE page that lost the race to
-be installed, freed at once). A testbed-only delay (testbed/linux/) widens the window to 500 us. With it, the test must find the race in each
-broken shape (tests/fixtures/linux-broken: without the re-check; without both) and none in
-patches/linux.
+more, still declared to Xen. The re-check under the front cache's lock keeps it out: the
+drain takes every front cache's lock, so a free either got in before (and is drained) or
+sees the cache off. The grace period before the drain alone covers only frees that cannot be
+preempted (RCU callbacks, most table frees), not a PTE page that lost the race to be
+installed and is freed at once. Testbed-only delays (testbed/linux/) widen the windows: 500 us
+in every free, 100 ms in frees from preemptible context, longer than the grace period. The
+test must find the race in each broken shape (tests/fixtures/linux-broken: without the
+re-check; without both) and none in patches/linux.
 """
 
 import glob
@@ -71,7 +73,10 @@ def switch_while_freeing(broken, tmp_path):
     parts = build.Parts("built", linux_series=build.testbed_linux_series(broken)).ensure()
     cfg = BootConfig(xen=parts.xen.path("xen"), kernel=parts.kernel.path("vmlinuz"),
                      initramfs=parts.initramfs.path("initramfs.cpio.gz"), mode="strict", smp=SMP,
-                     dom0_args=("ptcache_test_free_delay_us=500", "ptcache_test_free_sleep_ms=100"))
+                     # init_on_free=1: the page allocator checks every page freed to it,
+                     # and reports a declared page (PG_private_2) as a bad page.
+                     dom0_args=("ptcache_test_free_delay_us=500", "ptcache_test_free_sleep_ms=100",
+                                "init_on_free=1"))
     with Testbed(cfg, str(tmp_path / "console.log")) as tb:
         params = "/sys/module/kernel/parameters/ptcache_test_free_"
         assert tb.check("cat %sdelay_us %ssleep_ms" % (params, params)) == ["500", "100"]
@@ -91,14 +96,14 @@ def switch_while_freeing(broken, tmp_path):
         for kind in TABLES:
             tables |= set(tb.check("xenpvsw audit 0 %s" % kind))
         audit = measure.parse_stats(tb.check("xenpvsw audit 0"))
-        slept = int(tb.check("cat %sslept" % params)[0])
-        bad = tb.check("dmesg | grep -E 'Bad page|WARNING|BUG' || true")
+        slept, rechecked = (int(v) for v in tb.check("cat %sslept %srechecked" % (params, params)))
+        bad = tb.check("dmesg | grep -E 'Bad page|WARNING: CPU|BUG:|ptcache: could not' || true")
     # Every round read; the loops ran (a broken shape may make them fail).
     assert len(rounds) == ROUNDS, out
     load_ok = "LOADFAIL" not in out and len(loops) == SMP and min(loops) > 0 and bool(faults) and faults[0] > 0
     return {"load_ok": load_ok,
             "rounds_left_pages": sum(rounds), "loops": loops, "ptfault_runs": faults[0] if faults else 0,
-            "preemptible_frees_slept": slept, "owed": stats["owed"],
+            "preemptible_frees_slept": slept, "frees_the_recheck_caught": rechecked, "owed": stats["owed"],
             "quarantined": stats["quarantined"], "marked_not_tables": len(marked - tables),
             "violations": audit["violations"], "dmesg": bad}
 
@@ -106,9 +111,9 @@ def switch_while_freeing(broken, tmp_path):
 def test_switching_off_during_frees_leaves_nothing(tmp_path):
     res = switch_while_freeing((), tmp_path)
     print(res)
-    # Every loop ran all along, and the load reached the path only the re-check covers:
-    # frees from preemptible context.
-    assert res["load_ok"] and res["preemptible_frees_slept"] > 0, res
+    # Every loop ran all along, and the load reached what only the re-check covers: frees from
+    # preemptible context that found the cache switched off under the front cache's lock.
+    assert res["load_ok"] and res["preemptible_frees_slept"] > 0 and res["frees_the_recheck_caught"] > 0, res
     assert res["rounds_left_pages"] == 0, res
     assert res["violations"] == 0 and not res["dmesg"], res
     # In flight no more (owed 0, or 10 s waited: tables of live processes stay owed), pools
