@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -128,6 +129,9 @@ def test_ctrl_c_ends_qemu(debian_parts, tmp_path):
             assert time.monotonic() < deadline, "no boot within 120 s"
         kids = subprocess.run(["pgrep", "-P", str(proc.pid), "qemu-system"], stdout=subprocess.PIPE, text=True)
         qemu = int(kids.stdout.split()[0])
+        # Keep reading what it prints, so that a full pipe cannot hold it up.
+        for stream in (proc.stdout, proc.stderr):
+            threading.Thread(target=stream.read, daemon=True).start()
         proc.send_signal(signal.SIGINT)
         assert proc.wait(30) == 130
     finally:
