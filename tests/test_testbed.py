@@ -133,7 +133,9 @@ def test_ctrl_c_ends_qemu(debian_parts, tmp_path):
         for stream in (proc.stdout, proc.stderr):
             threading.Thread(target=stream.read, daemon=True).start()
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(30) == 130
+        # Alone this takes 1-2 s; inside the full suite a Ctrl-C that lands during the counters'
+        # dump took over 30 s twice (not explained yet, issue 9's note): the check is that it ends.
+        assert proc.wait(90) == 130
     finally:
         if proc.poll() is None:
             proc.kill()
