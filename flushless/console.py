@@ -20,6 +20,12 @@ CRASH_PATTERNS = [
 ]
 
 TAIL_LINES = 40
+# Xen keeps dom0's serial input in a 128-byte ring (SERIAL_RX_SIZE in
+# xen/drivers/char/console.c) and drops what does not fit while dom0 is too busy to read it.
+# A line of at most this many bytes is sent at once; a longer command goes over in pieces of
+# this size, each acknowledged by the shell before the next (Console.run).
+LINE_MAX = 120
+STAGED = "/tmp/.flc"
 # After a crash's first line, how long its report (registers, call trace) may take to
 # arrive before the error is raised: the console log then holds it whole.
 CRASH_REPORT_S = 3.0
@@ -214,10 +220,15 @@ class Console:
         PROGRESS: (regex, callback); callback(match) for each line of output that matches
         while the command runs, so that long commands can show how far they got.
         """
-        self._seq += 1
-        tag = "%d-%d" % (self._seq, int(time.monotonic() * 1000) % 100000)
+        tag = self._tag()
         # One line: a tty echoes it whole before the shell runs any of it.
-        self.send("printf '@@FL-%%s@@\\n' 'B%s'; %s; printf '@@FL-%%s %%d@@\\n' 'E%s' $?\n" % (tag, command, tag))
+        before = "printf '@@FL-%%s@@\\n' 'B%s'; " % tag
+        after = "; printf '@@FL-%%s %%d@@\\n' 'E%s' $?\n" % tag
+        if len((before + command + after).encode()) > LINE_MAX:
+            self._stage(command, timeout)
+            self.send(before + ". " + STAGED + after)
+        else:
+            self.send(before + command + after)
         self.expect(r"@@FL-B%s@@\n" % re.escape(tag), timeout, what="start of '%s'" % command)
         start = self._pos
         end = r"@@FL-E%s (?P<status>\d+)@@" % re.escape(tag)
@@ -241,6 +252,32 @@ class Console:
         if lines and lines[-1] == "":
             lines.pop()
         return int(m.group("status")), lines
+
+    def _tag(self):
+        self._seq += 1
+        return "%d-%d" % (self._seq, int(time.monotonic() * 1000) % 100000)
+
+    def _stage(self, command, timeout):
+        """Write COMMAND into STAGED in lines of at most LINE_MAX bytes, each acknowledged
+        by the shell before the next is sent: Xen's receive ring never holds more than one."""
+        first = True
+        while command or first:
+            tag = self._tag()
+            head = "printf %s '"
+            tail = "' %s %s; printf '@@FL-%%s@@\\n' 'K%s'\n" % (">" if first else ">>", STAGED, tag)
+            room = LINE_MAX - len((head + tail).encode())
+            n = 0
+            quoted = ""
+            while n < len(command):
+                q = "'\\''" if command[n] == "'" else command[n]
+                if len((quoted + q).encode()) > room:
+                    break
+                quoted += q
+                n += 1
+            self.send(head + quoted + tail)
+            self.expect(r"@@FL-K%s@@\n" % re.escape(tag), timeout, what="the shell to take a long command")
+            command = command[n:]
+            first = False
 
     @property
     def closed(self):
