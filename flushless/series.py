@@ -31,7 +31,7 @@ import time
 from . import build, measure, workloads
 from .progress import ToolError, log
 from .study import write_csv
-from .testbed import BootConfig, Testbed, _BootStalled
+from .testbed import BootConfig, EmulatorFault, Testbed, _BootStalled
 
 EXPERIMENTS = ("offstock", "native", "boots", "protection", "flushes", "scale", "workloads", "soak")
 
@@ -374,22 +374,32 @@ def boots(results, console_dir, n=30, smp=2, configs=BOOT_CONFIGS, xen_series=No
 def run(names, results, console_dir, quick=False):
     out = {}
     for name in names:
-        if name == "offstock":
-            out[name] = offstock(results, console_dir, rounds=3 if quick else 5)
-        elif name == "boots":
-            out[name] = boots(results, console_dir, n=5 if quick else 30)
-        elif name == "native":
-            out[name] = native(results, console_dir, rounds=3 if quick else 5)
-        elif name == "protection":
-            out[name] = protection(results, console_dir, rounds=3 if quick else 5)
-        elif name == "flushes":
-            out[name] = flushes(results, console_dir, smps=(2,) if quick else (1, 2, 4, 8))
-        elif name == "scale":
-            out[name] = scale(results, console_dir, smps=(2,) if quick else (1, 2, 4, 8))
-        elif name == "workloads":
-            out[name] = workloads_exp(results, console_dir)
-        elif name == "soak":
-            out[name] = soak(results, console_dir, minutes=3 if quick else 30)
-        else:
-            raise ToolError("unknown experiment '%s' (%s)" % (name, ", ".join(EXPERIMENTS)))
+        try:
+            out[name] = _experiment(name, results, console_dir, quick)
+        except EmulatorFault as e:
+            # QEMU's, not the guest's (README, "Boot failures"): the experiment once more.
+            kept = e.console_log + ".emulator-fault"
+            os.replace(e.console_log, kept)
+            log("%s: %s\n  console log kept in %s; doing %s again" % (name, e, kept, name))
+            out[name] = _experiment(name, results, console_dir, quick)
     return out
+
+
+def _experiment(name, results, console_dir, quick):
+    if name == "offstock":
+        return offstock(results, console_dir, rounds=3 if quick else 5)
+    if name == "boots":
+        return boots(results, console_dir, n=5 if quick else 30)
+    if name == "native":
+        return native(results, console_dir, rounds=3 if quick else 5)
+    if name == "protection":
+        return protection(results, console_dir, rounds=3 if quick else 5)
+    if name == "flushes":
+        return flushes(results, console_dir, smps=(2,) if quick else (1, 2, 4, 8))
+    if name == "scale":
+        return scale(results, console_dir, smps=(2,) if quick else (1, 2, 4, 8))
+    if name == "workloads":
+        return workloads_exp(results, console_dir)
+    if name == "soak":
+        return soak(results, console_dir, minutes=3 if quick else 30)
+    raise ToolError("unknown experiment '%s' (%s)" % (name, ", ".join(EXPERIMENTS)))

@@ -13,7 +13,7 @@ import subprocess
 import time
 
 from . import tools
-from .console import Console, ConsoleCrash, ConsoleError, ConsoleTimeout
+from .console import Console, ConsoleCrash, ConsoleError, ConsoleTimeout, stale_int3
 from .progress import ToolError, log
 
 QEMU = "qemu-system-x86_64"
@@ -121,11 +121,13 @@ class _BootStalled(Exception):
 
 
 def _text_poke_crash(error):
-    """dom0 died at boot of an int3 left by text patching (a static key switched while another
-    vCPU runs the site): seen in sched_clock_cpu() when sched_clock is marked stable, never in
-    ptcache's code (README, "Boot failures")."""
-    return (isinstance(error, ConsoleCrash) and "Oops: int3" in error.what
-            and not any("ptcache" in line for line in error.tail))
+    """dom0 died of an int3 that is not in its memory: QEMU 7.2's multi-threaded TCG ran a
+    stale translation of a text patch (console.stale_int3)."""
+    return isinstance(error, ConsoleCrash) and stale_int3(error.report)
+
+
+class EmulatorFault(ToolError):
+    """The testbed died of QEMU's fault, not the guest's: a run may be done again."""
 
 
 def _on_sigterm(signum, frame):
@@ -279,7 +281,13 @@ class Testbed:
             return self.console.run(command, timeout, progress)
         except ConsoleError as e:
             err = self._qemu_stderr()
-            raise ToolError("testbed: '%s' failed: %s%s" % (command, e, ("\n  QEMU said: " + err) if err else ""))
+            msg = "testbed: '%s' failed: %s%s" % (command, e, ("\n  QEMU said: " + err) if err else "")
+            if _text_poke_crash(e):
+                fault = EmulatorFault(msg + "\n  (an int3 not in memory: QEMU 7.2's multi-threaded TCG, "
+                                      "README \"Boot failures\")")
+                fault.console_log = self.console_log
+                raise fault
+            raise ToolError(msg)
 
     def check(self, command, timeout=600):
         status, lines = self.run(command, timeout)
