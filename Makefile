@@ -15,7 +15,7 @@ build: deps
 # Everything: unit tests, native workloads, the testbed. Builds first, outside pytest, so
 # a cold build (about 15 minutes) shows its progress.
 test: build
-	$(PYTHON) -m pytest -v -p no:cacheprovider tests
+	$(PYTHON) -m pytest -v -p no:cacheprovider --durations=15 tests
 
 test-unit:
 	$(PYTHON) -m pytest -v -p no:cacheprovider -m "not testbed" tests

@@ -22,8 +22,9 @@ from flushless import build, measure
 from flushless.build import REPO
 from flushless.testbed import BootConfig, Testbed
 
-# Opt-in (FLUSHLESS_RACE_TESTS=1): it passed in 4 of 5 runs of 2026-11-23; in one fresh-clone CI
-# run dom0 stopped answering right after the rounds (issue 9's note), not explained yet.
+# Opt-in (FLUSHLESS_RACE_TESTS=1): 2-3 minutes, beyond make test's budget. Its failures of
+# 2026-11-23 were the testbed's: the script reached dom0 cut (Xen drops serial input past its
+# 128-byte ring; console.LINE_MAX now sends long commands in acknowledged pieces).
 pytestmark = [pytest.mark.testbed,
               pytest.mark.skipif(not os.environ.get("FLUSHLESS_RACE_TESTS"), reason="set FLUSHLESS_RACE_TESTS=1")]
 

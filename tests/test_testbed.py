@@ -117,9 +117,13 @@ def test_panicking_boot_fails_with_console_tail(debian_parts, tmp_path):
 
 
 def test_ctrl_c_ends_qemu(debian_parts, tmp_path):
+    # As a terminal's foreground job gets it: a shell without job control starts background
+    # commands with SIGINT ignored, and Python then installs no KeyboardInterrupt (that made
+    # this test fail in CI runs started with '&', issue 9's note).
     proc = subprocess.Popen([sys.executable, "-m", "flushless", "run", "forkbench", "--n", "1000000",
                              "--console-log", str(tmp_path / "console.log")], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     qemu = None
     try:
         deadline = time.monotonic() + 120
@@ -133,9 +137,7 @@ def test_ctrl_c_ends_qemu(debian_parts, tmp_path):
         for stream in (proc.stdout, proc.stderr):
             threading.Thread(target=stream.read, daemon=True).start()
         proc.send_signal(signal.SIGINT)
-        # Alone this takes 1-2 s; inside the full suite a Ctrl-C that lands during the counters'
-        # dump took over 30 s twice (not explained yet, issue 9's note): the check is that it ends.
-        assert proc.wait(90) == 130
+        assert proc.wait(30) == 130
     finally:
         if proc.poll() is None:
             proc.kill()
