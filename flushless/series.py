@@ -113,6 +113,15 @@ def offstock(results, console_dir, rounds=5):
     return summary
 
 
+def _must_refuse(tb, what):
+    """Switching the cache on must fail and leave it off (no hypervisor takes declarations)."""
+    out = tb.check("echo 1 > /sys/kernel/mm/ptcache/enabled 2>&1 || echo refused; "
+                   "cat /sys/kernel/mm/ptcache/enabled")
+    if out[-2:] != ["refused", "0"]:
+        raise ToolError("%s: %s" % (what, out))
+    return out
+
+
 NATIVE_KERNELS = (("vanilla", None, ()), ("built", None, ()),
                   ("testbed", build.testbed_linux_series(), ("ptcache_test_native_ops=1",)))
 
@@ -129,10 +138,7 @@ def native(results, console_dir, rounds=5, name="native"):
         with _boot(parts, console_dir, "native-" + kernel, smp=1, icount=True, native=True,
                    dom0_args=args) as tb:
             if kernel == "built":
-                refused = tb.check("echo 1 > /sys/kernel/mm/ptcache/enabled 2>&1 || echo refused; "
-                                   "cat /sys/kernel/mm/ptcache/enabled")
-                if refused[-2:] != ["refused", "0"]:
-                    raise ToolError("native: the series switched on without a hypervisor: %s" % refused)
+                refused = _must_refuse(tb, "native: the series switched on without a hypervisor")
             for r in range(rounds):
                 for cache in ((0, 1) if r % 2 == 0 else (1, 0)) if kernel == "testbed" else (None,):
                     if cache is not None:
@@ -168,10 +174,7 @@ def protection(results, console_dir, rounds=5):
             session = measure.Session(tb)
             if mode == "relaxed":
                 # No IOMMU sync, so Xen refuses marks and ptcache has no ops: it must stay off.
-                refused = tb.check("echo 1 > /sys/kernel/mm/ptcache/enabled 2>&1 || echo refused; "
-                                   "cat /sys/kernel/mm/ptcache/enabled")
-                if refused[-2:] != ["refused", "0"]:
-                    raise ToolError("protection: ptcache switched on in relaxed mode: %s" % refused)
+                _must_refuse(tb, "protection: ptcache switched on in relaxed mode")
             for r in range(rounds):
                 for cache in (0, 1) if mode == "strict" else (0,):
                     session.configure_ptcache({"enabled": cache})
