@@ -241,14 +241,14 @@ def scale(results, console_dir, smps=(1, 2, 4, 8), rounds=4):
     for smp in smps:
         # More vCPU threads than host CPUs: a vCPU spinning on another's IPI waits for the host
         # scheduler (README, "Scale"); round robin runs every vCPU on one thread instead.
-        threading = "multi" if smp <= (os.cpu_count() or 1) else "single"
-        with _boot(parts, console_dir, "scale-%d" % smp, smp=smp, tcg_thread=threading) as tb:
+        tcg_thread = "multi" if smp <= (os.cpu_count() or 1) else "single"
+        with _boot(parts, console_dir, "scale-%d" % smp, smp=smp, tcg_thread=tcg_thread) as tb:
             session = measure.Session(tb)
             for r in range(rounds):
                 for cache in (0, 1) if r % 2 == 0 else (1, 0):
                     session.configure_ptcache({"enabled": cache})
                     rec = session.run("forkbench", ["--n", "100", "--warmup", "20", "--procs", str(smp)])
-                    rows.append({"smp": smp, "tcg_thread": threading, "round": r, "cache": cache, "ops": rec["ops"],
+                    rows.append({"smp": smp, "tcg_thread": tcg_thread, "round": r, "cache": cache, "ops": rec["ops"],
                                  "ops_per_s": rec["result"]["ops_per_s"],
                                  "qi_iotlb_inv_per_op": rec["per_op"]["qi_iotlb_inv"]})
                     log("scale: %d loops, cache %d: %.0f fork+exit/s" % (smp, cache, rows[-1]["ops_per_s"]))
