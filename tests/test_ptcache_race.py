@@ -22,9 +22,11 @@ from flushless import build, measure
 from flushless.build import REPO
 from flushless.testbed import BootConfig, Testbed
 
-# Opt-in (FLUSHLESS_RACE_TESTS=1): 2-3 minutes, beyond make test's budget. Its failures of
-# 2026-11-23 were the testbed's: the script reached dom0 cut (Xen drops serial input past its
-# 128-byte ring; console.LINE_MAX now sends long commands in acknowledged pieces).
+# Opt-in (FLUSHLESS_RACE_TESTS=1): 2-3 minutes, beyond make test's budget. Of its failures of
+# 2026-11-23, one was the testbed's (the script reached dom0 cut: Xen drops serial input past
+# its 128-byte ring, console.LINE_MAX now sends long commands in acknowledged pieces); in one a
+# command of a round died of SIGSEGV, not explained yet (issue 9's note): dom0 now prints fatal
+# signals, and the test names such a death.
 pytestmark = [pytest.mark.testbed,
               pytest.mark.skipif(not os.environ.get("FLUSHLESS_RACE_TESTS"), reason="set FLUSHLESS_RACE_TESTS=1")]
 
@@ -79,13 +81,19 @@ def switch_while_freeing(broken, tmp_path):
                      initramfs=parts.initramfs.path("initramfs.cpio.gz"), mode="strict", smp=SMP,
                      # init_on_free=1: the page allocator checks every page freed to it,
                      # and reports a declared page (PG_private_2) as a bad page.
+                     # print-fatal-signals=1: a process killed by a signal gets its registers printed.
                      dom0_args=("ptcache_test_free_delay_us=500", "ptcache_test_free_sleep_ms=100",
-                                "init_on_free=1"))
+                                "init_on_free=1", "print-fatal-signals=1"))
     with Testbed(cfg, str(tmp_path / "console.log")) as tb:
         params = "/sys/module/kernel/parameters/ptcache_test_free_"
         assert tb.check("cat %sdelay_us %ssleep_ms" % (params, params)) == ["500", "100"]
         out = tb.check(SCRIPT % {"smp": SMP, "rounds": ROUNDS}, timeout=900)
-        rounds = [left_pages(line) for line in out if line.startswith("round ")]
+        # The shell reports a command killed by a signal ("Segmentation fault", ...).
+        killed = [line for line in out if re.search(r"Segmentation fault|Illegal instruction|Bus error|Killed", line)]
+        fatal = tb.check("dmesg | grep -A30 'potentially unexpected fatal signal' | head -60 || true")
+        # A round whose read died is not a round read.
+        rounds = [left_pages(line) for line in out
+                  if line.startswith("round ") and len(re.findall(r"_pages \d+", line)) == 4]
         loops = [int(line.split()[1]) for line in out if line.startswith("loop ")]
         faults = [int(line.split()[1]) for line in out if line.startswith("faults ")]
         # Tables in flight (unpinned at exit, freed after the grace period) are marked frames that
@@ -102,14 +110,14 @@ def switch_while_freeing(broken, tmp_path):
         audit = measure.parse_stats(tb.check("xenpvsw audit 0"))
         slept, rechecked = (int(v) for v in tb.check("cat %sslept %srechecked" % (params, params)))
         bad = tb.check("dmesg | grep -E 'Bad page|WARNING: CPU|BUG:|ptcache: could not' || true")
-    # Every round read; the loops ran (a broken shape may make them fail).
-    assert len(rounds) == ROUNDS, out
+    # Every round read (unless a command died); the loops ran (a broken shape may make them fail).
+    assert killed or len(rounds) == ROUNDS, out
     load_ok = "LOADFAIL" not in out and len(loops) == SMP and min(loops) > 0 and bool(faults) and faults[0] > 0
     return {"load_ok": load_ok,
             "rounds_left_pages": sum(rounds), "loops": loops, "ptfault_runs": faults[0] if faults else 0,
             "preemptible_frees_slept": slept, "frees_the_recheck_caught": rechecked, "owed": stats["owed"],
             "quarantined": stats["quarantined"], "marked_not_tables": len(marked - tables),
-            "violations": audit["violations"], "dmesg": bad}
+            "violations": audit["violations"], "dmesg": bad, "killed": killed, "fatal_signals": fatal}
 
 
 def test_switching_off_during_frees_leaves_nothing(tmp_path):
@@ -117,6 +125,7 @@ def test_switching_off_during_frees_leaves_nothing(tmp_path):
     print(res)
     # Every loop ran all along, and the load reached what only the re-check covers: frees from
     # preemptible context that found the cache switched off under the front cache's lock.
+    assert not res["killed"], res
     assert res["load_ok"] and res["preemptible_frees_slept"] > 0 and res["frees_the_recheck_caught"] > 0, res
     assert res["rounds_left_pages"] == 0, res
     assert res["violations"] == 0 and not res["dmesg"], res
@@ -133,4 +142,4 @@ def test_switching_off_finds_the_broken_shapes_race(broken, tmp_path):
     # The same test against each shape it was written to catch: it must fail there.
     res = switch_while_freeing((broken,), tmp_path)
     print(os.path.basename(broken), res)
-    assert res["rounds_left_pages"] > 0 or res["marked_not_tables"] > 0, res
+    assert res["rounds_left_pages"] > 0 or res["marked_not_tables"] > 0 or res["killed"], res
