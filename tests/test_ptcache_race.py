@@ -22,13 +22,11 @@ from flushless import build, measure
 from flushless.build import REPO
 from flushless.testbed import BootConfig, Testbed
 
-# Opt-in (FLUSHLESS_RACE_TESTS=1): 2-3 minutes, beyond make test's budget. Of its failures of
-# 2026-11-23, one was the testbed's (the script reached dom0 cut: Xen drops serial input past
-# its 128-byte ring, console.LINE_MAX now sends long commands in acknowledged pieces); in one a
-# command of a round died of SIGSEGV, not explained yet (issue 9's note): dom0 now prints fatal
-# signals, and the test names such a death.
-pytestmark = [pytest.mark.testbed,
-              pytest.mark.skipif(not os.environ.get("FLUSHLESS_RACE_TESTS"), reason="set FLUSHLESS_RACE_TESTS=1")]
+# In make test (2-3 minutes). Of its failures of 2026-11-23, one was the testbed's (the script
+# reached dom0 cut: Xen drops serial input past its 128-byte ring, console.LINE_MAX now sends
+# long commands in acknowledged pieces); in one a command of a round died of SIGSEGV, not
+# explained yet (issue 9's note): dom0 now prints fatal signals, and the test names such a death.
+pytestmark = pytest.mark.testbed
 
 BROKEN = sorted(glob.glob(os.path.join(REPO, "tests", "fixtures", "linux-broken", "*.patch")))
 assert BROKEN, "tests/fixtures/linux-broken/*.patch missing"
