@@ -129,6 +129,10 @@ def _text_poke_crash(error):
 class EmulatorFault(ToolError):
     """The testbed died of QEMU's fault, not the guest's: a run may be done again."""
 
+    def __init__(self, message, console_log):
+        super().__init__(message)
+        self.console_log = console_log
+
 
 def _on_sigterm(signum, frame):
     raise _Terminated()
@@ -283,10 +287,8 @@ class Testbed:
             err = self._qemu_stderr()
             msg = "testbed: '%s' failed: %s%s" % (command, e, ("\n  QEMU said: " + err) if err else "")
             if _text_poke_crash(e):
-                fault = EmulatorFault(msg + "\n  (an int3 not in memory: QEMU 7.2's multi-threaded TCG, "
-                                      "README \"Boot failures\")")
-                fault.console_log = self.console_log
-                raise fault
+                raise EmulatorFault(msg + "\n  (an int3 not in memory: QEMU 7.2's multi-threaded TCG, "
+                                    "README \"Boot failures\")", self.console_log)
             raise ToolError(msg)
 
     def check(self, command, timeout=600):

@@ -1,5 +1,6 @@
 """The console driver against a real shell on a pty (echo on, unlike the testbed)."""
 
+import contextlib
 import os
 import pty
 import signal
@@ -13,8 +14,9 @@ from flushless import console
 from flushless.console import Console, ConsoleClosed, ConsoleCrash, ConsoleTimeout, XenRouter
 
 
-@pytest.fixture
-def shell():
+@contextlib.contextmanager
+def shell_on_pty(writer, **console_args):
+    """A real sh on a pty, driven by a Console that writes through WRITER(master)."""
     master, slave = pty.openpty()
     proc = subprocess.Popen(["sh"], stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
                             env={"PATH": os.environ["PATH"], "PS1": "$ "})
@@ -26,13 +28,21 @@ def shell():
         except OSError:  # EIO once the shell is gone
             return b""
 
-    con = Console(read, lambda d: os.write(master, d), chunk=8, chunk_delay=0.001)
-    yield con, proc
-    os.killpg(proc.pid, signal.SIGKILL)  # the shell and what it started (sleep)
-    proc.wait()
-    # Close only once the reader is done, or it reads the next file on this fd.
-    assert con.wait_closed(10)
-    os.close(master)
+    con = Console(read, writer(master), **console_args)
+    try:
+        yield con, proc
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the shell and what it started (sleep)
+        proc.wait()
+        # Close only once the reader is done, or it reads the next file on this fd.
+        assert con.wait_closed(10)
+        os.close(master)
+
+
+@pytest.fixture
+def shell():
+    with shell_on_pty(lambda master: lambda d: os.write(master, d), chunk=8, chunk_delay=0.001) as (con, proc):
+        yield con, proc
 
 
 def test_run_returns_status_and_output(shell):
@@ -126,26 +136,16 @@ class XenRxRing:
 @pytest.fixture
 def slow_shell():
     """A shell behind XenRxRing, sent to as the testbed sends (32 bytes every 10 ms)."""
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(["sh"], stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
-                            env={"PATH": os.environ["PATH"], "PS1": "$ "})
-    os.close(slave)
-    ring = XenRxRing(master)
+    rings = []
 
-    def read(n):
-        try:
-            return os.read(master, n)
-        except OSError:
-            return b""
+    def through_ring(master):
+        rings.append(XenRxRing(master))
+        return rings[0].write
 
-    con = Console(read, ring.write)
-    yield con, ring
-    ring.stop.set()
-    ring.thread.join()
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert con.wait_closed(10)
-    os.close(master)
+    with shell_on_pty(through_ring) as (con, _):
+        yield con, rings[0]
+        rings[0].stop.set()
+        rings[0].thread.join()
 
 
 LONG = "x='%s'; y=\"it's\"; echo \"$x$y\" | wc -c" % ("x" * 700)

@@ -134,9 +134,8 @@ def test_published_tcp_table_is_the_papers_way_round():
     # PiBooster's netperf table: "Disabled" 87.880-87.950, mean 87.913, σ 0.021; "Dynamic-enabled"
     # 87.880-88.010, mean 87.926, σ 0.028 (issue 10).
     import json
-    import os
-    from flushless.build import REPO
-    with open(os.path.join(REPO, "evaluation", "published.json")) as f:
+    from flushless import report
+    with open(report.PUBLISHED) as f:
         pub = json.load(f)
     tcp = pub["tcp_stream"]
     assert (tcp["baseline"]["mean_mbps"], tcp["baseline"]["stdev"], tcp["baseline"]["max_mbps"]) == (87.913, 0.021, 87.95)
