@@ -9,7 +9,7 @@ import re
 import sys
 import tempfile
 
-from . import build, measure, report, series, study, workloads
+from . import build, designs, measure, report, series, study, workloads
 from .progress import ToolError, log
 from .testbed import BootConfig, Testbed
 
@@ -48,25 +48,48 @@ def add_boot_options(p):
     g.add_argument("--xen-series", metavar="DIR",
                    help="build Xen with the patches in DIR instead of patches/xen (e.g. "
                         "tests/fixtures/xen-old-design, the design before issue 8)")
+    g.add_argument("--design", choices=tuple(designs.DESIGNS),
+                   help="boot a design with the Xen, kernel and cache setting it needs: %s"
+                        % "; ".join("%s: %s" % (d.name, d.what) for d in designs.DESIGNS.values()))
 
 
 XEN_ARG = re.compile(r"[a-z0-9_-]+(=[A-Za-z0-9_.,:-]+)?$")
 
 
 def xen_options(args):
-    """(series or None, xen_args) from --xen-series and --xen-arg, checked."""
+    """(series or None, xen_args) from --design, --xen-series and --xen-arg, checked."""
     for a in args.xen_arg:
         if not XEN_ARG.match(a):
             raise workloads.UsageError("--xen-arg takes NAME or NAME=VALUE (letters, digits, _.,:-), not '%s'" % a)
     series = None
-    if args.xen_series:
+    if args.design:
+        series = designs.get(args.design).xen_series()
+    elif args.xen_series:
         series = sorted(glob.glob(os.path.join(os.path.abspath(args.xen_series), "*.patch")))
         if not series:
             raise workloads.UsageError("--xen-series %s holds no *.patch files" % args.xen_series)
     return series, tuple(args.xen_arg)
 
 
+def apply_design(args):
+    """--design fixes the kernel, the Xen series and the cache: giving them too must agree."""
+    if not args.design:
+        return
+    d = designs.get(args.design)
+    if args.xen_series:
+        raise workloads.UsageError("--design %s brings its own Xen series; drop --xen-series" % d.name)
+    if args.kernel not in (None, d.kernel):
+        raise workloads.UsageError("--design %s boots the %s kernel, not --kernel %s" % (d.name, d.kernel, args.kernel))
+    args.kernel = d.kernel
+    if getattr(args, "cache", None) not in (None, d.cache):
+        raise workloads.UsageError("--design %s runs with the cache %s; drop --cache %s"
+                                   % (d.name, d.cache or "absent", args.cache))
+    if hasattr(args, "cache"):
+        args.cache = d.cache
+
+
 def resolve_kernel(args):
+    apply_design(args)
     wants_cache = getattr(args, "cache", None) is not None or ptcache_settings(args)
     if args.kernel is None:
         args.kernel = "built" if wants_cache else "debian"
@@ -207,7 +230,7 @@ def cmd_run(args, rest):
         session = measure.Session(tb)
         session.configure_ptcache(settings)
         rec = session.run(w.name, wargs)
-        rec.update({"cache": args.cache, "ptcache_settings": settings})
+        rec.update({"cache": args.cache, "ptcache_settings": settings, "design": args.design})
         rec.update({"mode": cfg.mode, "caching_mode": args.caching_mode, "kernel": args.kernel,
                     "kernel_release": tb.release, "smp": cfg.smp, "icount": cfg.icount,
                     "boot_seconds": round(tb.boot_seconds, 1), "boot_attempts": tb.boot_attempts, "console_log": console_log,

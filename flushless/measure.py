@@ -50,7 +50,25 @@ SUPERPAGE_COUNTERS = {
     "IOMMU page table shatters": "iommu_pt_shatters",
     "IOMMU page table coalesces": "iommu_pt_coalesces",
 }
-OPTIONAL_COUNTERS = dict(SEMI_WRITABLE_COUNTERS, **SUPERPAGE_COUNTERS)
+# The xen-only design's batched pin (patches/xen-only): pages its first pass took out of the
+# IOMMU, the domain-wide flushes it issued, pages it put back after a failed or partial pin.
+PIN_BATCH_COUNTERS = {
+    "pv_pin_batch_unmap": "pin_batch_unmap",
+    "pv_pin_batch_flush": "pin_batch_flush",
+    "pv_pin_batch_remap": "pin_batch_remap",
+}
+
+# Xen's own counters of the guest's page-table updates: every hypercall (the array's sum),
+# mmu_update and mmuext_op calls and their entries, and PTE writes trapped and emulated.
+PV_COUNTERS = {
+    "hypercalls": "hypercalls",
+    "calls to mmu_update": "mmu_update_calls",
+    "page updates": "mmu_page_updates",
+    "calls to mmuext_op": "mmuext_op_calls",
+    "mmuext ops": "mmuext_ops",
+    "writable pt emulations": "ptwr_emulations",
+}
+OPTIONAL_COUNTERS = dict(SEMI_WRITABLE_COUNTERS, **SUPERPAGE_COUNTERS, **PIN_BATCH_COUNTERS, **PV_COUNTERS)
 
 # ptcache statistics that are gauges, not counters: reported as after-values.
 PTCACHE_GAUGES = ("_pool", "_in_use", "_in_flight", "pool_pages", "front_pages", "owed", "quarantined", "active")

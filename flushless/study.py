@@ -132,7 +132,7 @@ PROFILES = {
                     fork_max_kb=131072, fork_n=20, tlb_max_kb=262144, tlb_accesses=1000000),
 }
 
-STAGES = ("groups", "timing", "network", "native", "native_kernel")
+STAGES = ("groups", "timing", "network", "native", "native_kernel", "designs")
 
 
 # --- the busy-state timeline ------------------------------------------------------------
@@ -426,6 +426,11 @@ class Study:
             self.run_native_stage(parts)
         if "native_kernel" in self.stages:
             self.run_native_kernel_stage()
+        if "designs" in self.stages:
+            from . import designs
+            self.progress("designs: stock strict and relaxed, the paper's design and xen-only, side by side")
+            self.parts = parts
+            designs.run_stage(self, self.profile.name)
         self.progress("done in %s" % _mmss(time.monotonic() - self.t0))
 
     def run_groups(self, parts):

@@ -31,6 +31,12 @@ def flushless(*args):
     (["reproduce", "--stages", "groups,nosuch"], "subset of groups,timing,network,native"),
     (["reproduce", "--bogus"], "unrecognized arguments"),
     (["report", "--results", "/nonexistent/results"], "no results in /nonexistent/results"),
+    (["run", "forkbench", "--design", "nosuch"], "invalid choice: 'nosuch'"),
+    (["run", "forkbench", "--design", "xen-only", "--kernel", "built"], "boots the vanilla kernel"),
+    (["run", "forkbench", "--design", "xen-only", "--cache", "on"], "runs with the cache absent"),
+    (["run", "forkbench", "--design", "paper", "--cache", "off"], "runs with the cache on"),
+    (["run", "forkbench", "--design", "xen-only", "--xen-series", "tests/fixtures/xen-old-design"],
+     "brings its own Xen series"),
 ])
 def test_bad_input_exits_2(args, msg):
     res = flushless(*args)

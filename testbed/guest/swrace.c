@@ -21,6 +21,12 @@
  *            page table becomes writable again)
  *   giveback XENMEM_decrease_reservation of the frame, then populate_physmap
  *            again: the page leaves the domain and a new one comes
+ *   link     mmu_update of the frame's first entry: it points at another of
+ *            the frames (read-only or writable) or is cleared, validated by
+ *            Xen as whatever the frame is now
+ *   pintree  MMUEXT_PIN_L2/L3/L4_TABLE: the frame and the frames its first
+ *            entries lead to become a tree of page tables at once (the
+ *            xen-only design batches the IOTLB flush of such a pin)
  *
  * Then thread 0 looks every frame of the round up with XEN_DOMCTL_pv_iommu_audit
  * (patches/xen/0003): a frame Xen flags as a violation (a page of ours that
@@ -36,12 +42,17 @@
 
 #include "privcmd.h"
 
-enum { OP_MARK, OP_UNMARK, OP_PIN, OP_UNPIN, OP_WRITABLE, OP_GIVEBACK, NOPS };
+enum { OP_MARK, OP_UNMARK, OP_PIN, OP_UNPIN, OP_WRITABLE, OP_GIVEBACK, OP_LINK, OP_PINTREE, NOPS };
 static const char *const op_names[NOPS] = {
-	"mark", "unmark", "pin", "unpin", "writable", "giveback",
+	"mark", "unmark", "pin", "unpin", "writable", "giveback", "link", "pintree",
 };
 /* Outcomes tallied per operation. */
 enum { RES_OK, RES_BUSY, RES_INVAL, RES_OTHER, NRES };
+
+/* x86 page-table entries, which Xen's public headers do not define. */
+#define FRAME_SHIFT	12
+#define PTE_PRESENT	0x1ULL
+#define PTE_RW		0x2ULL
 
 #define MAX_FRAMES	64
 #define MAX_THREADS	16
@@ -100,6 +111,7 @@ struct worker {
 	unsigned int id;
 	uint64_t rng;
 	struct mmuext_op *op;
+	struct mmu_update *upd;
 	struct xen_memory_reservation *res;
 	xen_pfn_t *ext;
 };
@@ -137,6 +149,18 @@ static void giveback(struct worker *w, unsigned int s)
 	__atomic_store_n(&slots[s].busy, 0, __ATOMIC_RELEASE);
 }
 
+/* Entry 0 of MFN: another frame of the set, read-only or writable, or nothing. */
+static void link_entry(struct worker *w, uint64_t mfn, uint64_t r)
+{
+	uint64_t to = __atomic_load_n(&slots[(r >> 16) % nframes].mfn, __ATOMIC_ACQUIRE);
+
+	w->upd->ptr = (mfn << FRAME_SHIFT) | MMU_NORMAL_PT_UPDATE;
+	w->upd->val = (r >> 24) % 4 == 0 || !to ? 0 :
+		      (to << FRAME_SHIFT) | PTE_PRESENT | ((r >> 26) % 2 ? PTE_RW : 0);
+	count(w->id, OP_LINK, hypercall(__HYPERVISOR_mmu_update, (uintptr_t)w->upd, 1, 0,
+					DOMID_SELF));
+}
+
 static void one_op(struct worker *w)
 {
 	uint64_t r = xorshift(&w->rng);
@@ -156,6 +180,14 @@ static void one_op(struct worker *w)
 	}
 	if (!mfn) {
 		count(w->id, op, -ENOENT);
+		return;
+	}
+	if (op == OP_LINK) {
+		link_entry(w, mfn, r);
+		return;
+	}
+	if (op == OP_PINTREE) {
+		count(w->id, op, mmuext1(w->op, MMUEXT_PIN_L2_TABLE + (r >> 16) % 3, mfn));
 		return;
 	}
 	count(w->id, op, mmuext1(w->op, cmds[op], mfn));
@@ -250,10 +282,13 @@ static void cleanup(struct worker *w)
 {
 	unsigned int i;
 
+	/* Unpin every tree first: a frame a table still points at is not freed. */
+	for (i = 0; i < nframes; i++)
+		if (slots[i].mfn)
+			mmuext1(w->op, MMUEXT_UNPIN_TABLE, slots[i].mfn);
 	for (i = 0; i < nframes; i++) {
 		if (!slots[i].mfn)
 			continue;
-		mmuext1(w->op, MMUEXT_UNPIN_TABLE, slots[i].mfn);
 		mmuext1(w->op, MMUEXT_UNMARK_SEMI_WRITABLE, slots[i].mfn);
 		if (decrease(w->res, w->ext, slots[i].mfn) != 1)
 			fprintf(stderr, "swrace: could not give frame %#llx back\n",
@@ -319,6 +354,7 @@ int main(int argc, char **argv)
 		workers[i].id = i;
 		workers[i].rng = seed * 0x9e3779b97f4a7c15ULL + i + 1;
 		workers[i].op = hcall_buf(sizeof(struct mmuext_op));
+		workers[i].upd = hcall_buf(sizeof(struct mmu_update));
 		workers[i].res = hcall_buf(sizeof(struct xen_memory_reservation));
 		workers[i].ext = hcall_buf(sizeof(xen_pfn_t));
 	}

@@ -1,0 +1,43 @@
+"""The designs stage's table, model and report page, from a recorded quick run
+(tests/fixtures/designs-quick.json); the stage itself boots every design (make reproduce)."""
+
+import html
+import json
+import os
+import shutil
+
+from flushless import designs, report
+from flushless.build import REPO
+
+FIXTURE = os.path.join(REPO, "tests", "fixtures", "designs-quick.json")
+
+
+def test_isolation_verdict_names_what_passed():
+    row = {"mode": "strict", "swrace": {"rounds": 1000, "bad_states": 0},
+           "dmasweep": {"control_read_ok": True, "pagetable_frames": 780, "pagetable_frames_readable": 0,
+                        "writable_frames_faulted": 0}, "invariant_violations": 0}
+    assert designs.isolation_verdict(row) == "swrace 1000 rounds, dmasweep 780 tables unreadable, audit"
+    assert designs.isolation_verdict(dict(row, swrace={"rounds": 1000, "bad_states": 3},
+                                          invariant_violations=1)) == "dmasweep 780 tables unreadable"
+    assert designs.isolation_verdict({"mode": "relaxed"}) == "none: no DMA protection"
+
+
+def test_every_design_row_is_there_and_needs_what_it_says():
+    assert [r for r, _, _ in designs.ROWS] == ["stock strict", "stock relaxed", "paper", "xen-only"]
+    assert not designs.DESIGNS["stock"].xen_change and not designs.DESIGNS["stock"].guest_change
+    assert designs.DESIGNS["xen-only"].xen_change and not designs.DESIGNS["xen-only"].guest_change
+    assert designs.DESIGNS["xen-only"].xen_series()[-1].endswith(".patch")
+    assert "patches/xen-only" in designs.DESIGNS["xen-only"].xen_series()[-1]
+
+
+def test_report_has_the_designs_table_and_figure(tmp_path):
+    results, out = tmp_path / "results", tmp_path / "report"
+    results.mkdir()
+    shutil.copy(FIXTURE, results / "designs.json")
+    page = open(report.write(str(results), str(out))).read()
+    assert "Three designs side by side" in page and (out / "designs.png").stat().st_size > 10000
+    doc = json.load(open(FIXTURE))
+    for row in doc["rows"]:
+        assert "<td>%s</td>" % row["design"] in page
+    for c in doc["constants"].values():
+        assert html.escape(c["source"]) in page
