@@ -28,7 +28,7 @@ check-series: deps
 	$(FLUSHLESS) build --each-patch
 
 # The paper's evaluation on the testbed: results/*.json|csv and report/index.html.
-# About 33 minutes with a warm build cache; REPRODUCE_FLAGS=--quick (6 min) or --full (about 3 h).
+# About 48 minutes with a warm build cache; REPRODUCE_FLAGS=--quick (11 min) or --full (about 3 h).
 REPRODUCE_FLAGS ?=
 reproduce: deps
 	$(FLUSHLESS) reproduce $(REPRODUCE_FLAGS)

@@ -37,16 +37,19 @@ def load_constants(path=HARDWARE):
 
 
 def calibrate(constants, calibration):
-    """Fill instr_per_us from CALIBRATION: {op: {"instructions": n, "host_us": t}}."""
-    rates = {op: c["instructions"] / c["host_us"] for op, c in calibration.items()
-             if c.get("instructions") and c.get("host_us")}
-    key = constants["instr_per_us"]["calibrated"]
-    op = {"fork+exit": "fork", "fork+execve": "exec", "fork+/bin/sh": "shell"}[key]
-    if op not in rates:
-        raise ValueError("no calibration for %s: need its -icount instructions and host time" % key)
+    """Fill instr_per_us from CALIBRATION: {op: {"instructions": n, "host_us": t (the least
+    disturbed host run), "host_runs_us": [every run]}}, from the operation hardware.json names."""
+    op = constants["instr_per_us"]["calibrated"]
+    c = calibration.get(op) or {}
+    if not c.get("instructions") or not c.get("host_us"):
+        raise ValueError("no calibration for %s: need its -icount instructions and host time" % OP_NAMES[op])
+    runs = c.get("host_runs_us") or [c["host_us"]]
     out = {k: dict(v) for k, v in constants.items()}
-    out["instr_per_us"].update(value=rates[op], low=min(rates.values()), high=max(rates.values()),
-                               calibration={k: round(v, 1) for k, v in rates.items()})
+    out["instr_per_us"].update(
+        value=c["instructions"] / c["host_us"], low=c["instructions"] / max(runs), high=c["instructions"] / min(runs),
+        calibration={o: {"instructions": x["instructions"], "host_runs_us": x.get("host_runs_us") or [x["host_us"]],
+                         "instr_per_us": round(x["instructions"] / x["host_us"], 1)}
+                     for o, x in calibration.items() if x.get("instructions") and x.get("host_us")})
     return out
 
 
@@ -118,8 +121,10 @@ def report_text(rows, constants, published=None):
         c = constants[name]
         lines.append("  %-13s %10.4g  [%.4g .. %.4g] %s" % (name, c["value"], c["low"], c["high"], c["unit"]))
         lines.append("      source: %s" % c["source"])
-        if c.get("calibration"):
-            lines.append("      measured here: %s" % ", ".join("%s %.1f" % kv for kv in c["calibration"].items()))
+        for op, m in sorted(c.get("calibration", {}).items()):
+            lines.append("      measured here, %s: %d instructions under -icount, host %s us: %.0f/us%s" % (
+                OP_NAMES[op], m["instructions"], ", ".join("%.1f" % t for t in m["host_runs_us"]),
+                m["instr_per_us"], " (used)" if op == c["calibrated"] else " (cross-check)"))
     lines.append("")
     lines.append("%-14s %-16s %10s %20s %9s %18s" % ("design", "operation", "est. us", "range us", "saving",
                                                     "saving range"))
@@ -148,7 +153,8 @@ def main(argv=None):
     constants = calibrate(load_constants(), doc["calibration"])
     with open(os.path.join(HERE, "published.json")) as f:
         published = json.load(f)["process_latency"]
-    print(report_text(model(doc["per_op"], constants), constants, published))
+    order = [r["design"] for r in doc.get("rows", []) if r["design"] in doc["per_op"]] or list(doc["per_op"])
+    print(report_text(model({r: doc["per_op"][r] for r in order}, constants), constants, published))
     return 0
 
 

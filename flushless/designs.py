@@ -163,17 +163,21 @@ def isolation_verdict(row):
     return ", ".join(passed) or "failed"
 
 
+HOST_RUNS = 5
+
+
 def calibration_runs(plan, boot, progress):
     """The model's rate: the same lat_proc natively on the host and in the vanilla kernel booted
     without Xen under -icount (instructions), median per operation."""
     progress("calibration: lat_proc on the host and in vanilla Linux without Xen under -icount")
     argv = {op: ["--what", op, "--n", str(4 * plan.lat_n[op]), "--warmup", str(plan.lat_warmup)]
             for op in ("fork", "exec", "shell")}
-    # The host is shared: of three runs' medians the smallest is the least disturbed.
-    host = workloads.run_native([("lat_proc", argv[op]) for op in argv for _ in range(3)])
-    out = {op: {"host_us": min(rec["result"]["median_us"] for rec in host[3 * i:3 * i + 3]),
-                "host_runs_us": [rec["result"]["median_us"] for rec in host[3 * i:3 * i + 3]]}
-           for i, op in enumerate(argv)}
+    # The host is shared: of five runs' medians the smallest is the least disturbed.
+    host = workloads.run_native([("lat_proc", argv[op]) for op in argv for _ in range(HOST_RUNS)])
+    out = {}
+    for i, op in enumerate(argv):
+        runs = [rec["result"]["median_us"] for rec in host[HOST_RUNS * i:HOST_RUNS * (i + 1)]]
+        out[op] = {"host_us": min(runs), "host_runs_us": runs}
     with boot("designs-calibration", build.Parts("vanilla").ensure(), smp=1, icount=True, native=True) as tb:
         tb.booted()
         for op in argv:
@@ -208,11 +212,9 @@ def run_stage(st, plan_name):
         versions[row] = DESIGNS[name].parts().versions()
         rows.append(rec)
     calibration = calibration_runs(plan, boot, lambda m: st.progress("designs " + m))
-    hw = _hwmodel()
-    constants = hw.calibrate(hw.load_constants(), calibration)
     per_op = {r["design"]: r["per_op"] for r in rows}
-    model_rows = hw.model(per_op, constants)
-    text = hw.report_text(model_rows, constants, _published_latency())
+    constants, model_rows = apply_model(per_op, calibration)
+    text = _hwmodel().report_text(model_rows, constants, _published_latency())
     st.progress("designs: hardware-time model\n" + text)
     flat = [table_row(r, model_rows) for r in rows]
     meta = st.meta(st.parts, timing="counts exact (2 vCPUs, forkbench after warm-up); instructions: QEMU -icount "
@@ -220,6 +222,28 @@ def run_stage(st, plan_name):
                    plan=dataclasses.asdict(plan), versions_by_design=versions)
     write_experiment(st.results, "designs", dict(meta, per_op=per_op, calibration=calibration, constants=constants,
                                                  model=model_rows), flat, runs=rows)
+
+
+def apply_model(per_op, calibration):
+    """(constants, model rows) for PER_OP {row: {op: counts}}, rows in ROWS order."""
+    hw = _hwmodel()
+    constants = hw.calibrate(hw.load_constants(), calibration)
+    order = [r for r, _, _ in ROWS if r in per_op] + [r for r in per_op if r not in dict((x, 1) for x, _, _ in ROWS)]
+    return constants, hw.model({r: per_op[r] for r in order}, constants)
+
+
+def with_model(flat_rows, model_rows):
+    """The table's rows with their estimated hardware columns from MODEL_ROWS."""
+    out = []
+    for row in flat_rows:
+        row = dict(row)
+        for op in ("fork", "exec", "shell"):
+            m = next(x for x in model_rows if x["design"] == row["design"] and x["op"] == op)
+            row["%s_hw_us" % op] = m["estimate_us"]
+            row["%s_hw_us_range" % op] = "%.1f-%.1f" % (m["estimate_low_us"], m["estimate_high_us"])
+            row["%s_hw_saving" % op] = m["saving_vs_stock_strict"]
+        out.append(row)
+    return out
 
 
 def _published_latency():
@@ -241,8 +265,4 @@ def table_row(rec, model_rows):
         for k, short in (("qi_iotlb_inv", "inv"), ("iommu_map_type", "maps"), ("hypercalls", "hypercalls"),
                          ("ptwr_emulations", "emulations"), ("instructions", "instructions")):
             out["%s_%s" % (op, short)] = round(c[k], 3) if k != "instructions" else c[k]
-        m = next(x for x in model_rows if x["design"] == rec["design"] and x["op"] == op)
-        out["%s_hw_us" % op] = m["estimate_us"]
-        out["%s_hw_us_range" % op] = "%.1f-%.1f" % (m["estimate_low_us"], m["estimate_high_us"])
-        out["%s_hw_saving" % op] = m["saving_vs_stock_strict"]
-    return out
+    return with_model([out], model_rows)[0]

@@ -586,6 +586,10 @@ def designs_html(results, out):
     with open(path) as f:
         doc = json.load(f)
     e = html.escape
+    from . import designs
+    # The model is applied here, so that a change of evaluation/hardware.json shows at once.
+    constants, model = designs.apply_model(doc["per_op"], doc["calibration"])
+    doc = dict(doc, constants=constants, model=model, rows=designs.with_model(doc["rows"], model))
     with open(PUBLISHED) as f:
         fig_designs(doc, json.load(f), os.path.join(out, "designs.png"))
     trip = lambda r, k, fmt: " / ".join(fmt % r["%s_%s" % (op, k)] for op in ("fork", "exec", "shell"))
