@@ -28,7 +28,7 @@ def check_tools():
 
 
 # Written by stages the paper did not have; the report shows them apart from the comparison.
-EXTRA_EXPERIMENTS = ("designs",)
+EXTRA_EXPERIMENTS = ("designs", "pte_modes")
 
 
 def load(results):
@@ -623,6 +623,78 @@ or estimated hardware costs.</figcaption></figure>
                                                                       consts=consts)
 
 
+def fig_pte_modes(doc, pub, path):
+    """Instructions per fork+exit against dirty PTEs per table, per mode; the thread's figures."""
+    plt = _plt()
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 4.4), gridspec_kw={"width_ratios": [3, 2]})
+    style = {"late": ("tab:green", "late pin (today)"), "early": ("tab:blue", "early pin, batched hypercalls"),
+             "emulate": ("tab:red", "early pin, trapped and emulated")}
+    for mode, (color, label) in style.items():
+        rows = sorted((r for r in doc["rows"] if r["mode"] == mode), key=lambda r: r["ptes"])
+        if rows:
+            ax.plot([r["ptes"] for r in rows], [r["instructions_per_fork"] / 1000 for r in rows], "o-", color=color,
+                    label=label)
+    for pair, k in doc["summary"]["break_even"].items():
+        if k:
+            ax.axvline(k, color="gray", ls=":", lw=1)
+            ax.annotate("%s: K=%.1f" % (pair.replace("_vs_", " = "), k), (k, ax.get_ylim()[1]), rotation=90,
+                        va="top", ha="right", fontsize=7)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    _plain_log_axes(ax)
+    lo, hi = ax.get_ylim()
+    ax.set_yticks([t for t in (1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000) if lo <= t <= hi])
+    ax.set_xticks(sorted({r["ptes"] for r in doc["rows"]}))
+    ax.set_xlabel("dirty PTEs per page-table page (K), %d tables" % doc["rows"][0]["tables"])
+    ax.set_ylabel("thousand instructions per fork+exit (-icount)")
+    ax.set_title("this testbed: Xen 4.20, Linux 6.12")
+    ax.legend(fontsize=8)
+    t = pub["pte_update_thread"]["us_per_fork"]
+    for mode, color, label in (("writable", "tab:green", "writable page tables"),
+                               ("emulate", "tab:red", "trap-and-emulate")):
+        pts = sorted((int(k), v) for k, v in t[mode].items())
+        bx.plot([p for p, _ in pts], [v for _, v in pts], "s--", color=color, label=label)
+    bx.set_xscale("log")
+    bx.set_yscale("log")
+    _plain_log_axes(bx)
+    bx.set_xticks(sorted({int(k) for m in t.values() for k in m}))
+    bx.set_xlabel("pages")
+    bx.set_ylabel("µs per fork")
+    bx.set_title("the Xen thread (2005 hardware): break-even about %d PTEs per page"
+                 % pub["pte_update_thread"]["break_even_ptes_per_page"], fontsize=9)
+    bx.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def pte_modes_html(results, out):
+    from . import ptemodes
+    path = os.path.join(results, "pte_modes.json")
+    if not os.path.exists(path):
+        return "<p>Not run (stage pte_modes).</p>"
+    with open(path) as f:
+        doc = json.load(f)
+    with open(PUBLISHED) as f:
+        pub = json.load(f)
+    fig_pte_modes(doc, pub, os.path.join(out, "pte_modes.png"))
+    e = html.escape
+    be = ", ".join("%s: %s" % (k.replace("_vs_", " = "), "K = %.1f" % v if v else "no crossing in K = %d..%d" % (
+        doc["plan"]["ks"][0], doc["plan"]["ks"][-1])) for k, v in doc["summary"]["break_even"].items())
+    rows = "".join("<tr><td>%s</td><td>%d</td><td>%d</td><td>%.1f</td><td>%.1f</td><td>%.1f</td><td>%.2f</td></tr>" % (
+        e(r["mode"]), r["ptes"], r["instructions_per_fork"], r["hypercalls"], r["mmu_page_updates"],
+        r["ptwr_emulations"], r["qi_iotlb_inv"]) for r in doc["rows"])
+    return """<p>{doc}</p><p>Break-even: {be}.</p>
+<figure><img src="pte_modes.png" alt="pte_modes.png"><figcaption>Left: instructions per fork+exit (guest and Xen,
+-icount, 1 vCPU) against the dirty PTEs per page-table page, workload forkdirty, one boot per mode of the testbed
+kernel (testbed/linux/0003); dotted: where two modes cross. Right: the Xen mailing-list thread's figures, µs per
+fork on 2005 hardware, writable page tables against trap-and-emulate. {timing}</figcaption></figure>
+<table><tr><th>mode</th><th>K</th><th>instructions per fork+exit</th><th>hypercalls</th><th>mmu_update entries</th>
+<th>PTE writes emulated</th><th>invalidations</th></tr>{rows}</table>""".format(
+        doc=e(ptemodes.DESCRIPTION),
+        be=e(be), timing=e(doc["timing"]), rows=rows)
+
+
 def native_kernel_html(results):
     """The paper's proposed native port (results/native_kernel.json, series.native): a table."""
     path = os.path.join(results, "native_kernel.json")
@@ -694,6 +766,8 @@ Results files: {files}.</p>
 {native}
 <h2>Three designs side by side</h2>
 {designs}
+<h2>PTE update modes on fork</h2>
+{pte_modes}
 <h2>Where emulation changes what can be measured</h2>
 <ul>
 <li>TCG runs dom0 10-50 times slower than hardware, so the paper's 542 process creations per minute are run in
@@ -714,7 +788,7 @@ what carries over is whether the cache changes it.</li>
            commit=e(str(any_doc.get("flushless_commit"))), meaning=e(ts["meaning"]),
            rate=ts["churn_rate_per_real_min"], ok=ok, n=len(table), rows=rows, files=files, figs=fig_html,
            minute_s=ts["minute_s"], boots=boot_html, versions=e(ver), native=native_kernel_html(results),
-           designs=designs_html(results, out))
+           designs=designs_html(results, out), pte_modes=pte_modes_html(results, out))
 
 
 # --- two runs side by side ----------------------------------------------------------------

@@ -132,7 +132,7 @@ PROFILES = {
                     fork_max_kb=131072, fork_n=20, tlb_max_kb=262144, tlb_accesses=1000000),
 }
 
-STAGES = ("groups", "timing", "network", "native", "native_kernel", "designs")
+STAGES = ("groups", "timing", "network", "native", "native_kernel", "designs", "pte_modes")
 
 
 # --- the busy-state timeline ------------------------------------------------------------
@@ -431,6 +431,11 @@ class Study:
             self.progress("designs: stock strict and relaxed, the paper's design and xen-only, side by side")
             self.parts = parts
             designs.run_stage(self, self.profile.name)
+        if "pte_modes" in self.stages:
+            from . import ptemodes
+            self.progress("PTE update modes on fork: late pin, early pin with hypercalls, early pin emulated")
+            self.parts = parts
+            ptemodes.run_stage(self, self.profile.name)
         self.progress("done in %s" % _mmss(time.monotonic() - self.t0))
 
     def run_groups(self, parts):

@@ -126,7 +126,7 @@ WORKLOADS = {w.name: w for w in [
               Opt("report", lo=0, hi=86400), Opt("warmup", lo=0, hi=86400), Opt("resident", lo=0, hi=1024)],
              timeout=lambda a: 300 + 3 * (_arg(a, "duration", 60) + _arg(a, "warmup", 0)), sync=True),
     Workload("forkdirty", "fork after dirtying K PTEs in each page-table page",
-             [Opt("tables", lo=1, hi=65536), Opt("ptes", lo=1, hi=512), Opt("ptes-list", "list"), N]),
+             [Opt("tables", lo=1, hi=65536), Opt("ptes", lo=1, hi=512), Opt("ptes-list", "list"), N], sync=True),
     Workload("tcpstream", "TCP stream to a receiver (the host, through the emulated NIC and IOMMU)",
              [Opt("host", "ipv4"), Opt("port", lo=1, hi=65535), Opt("seconds", lo=1, hi=3600),
               Opt("chunk-kb", lo=1, hi=1024)], timeout=lambda a: 120 + 2 * _arg(a, "seconds", 3)),

@@ -19,8 +19,9 @@ pytestmark = pytest.mark.testbed
 def run():
     out = tempfile.mkdtemp(prefix="flushless-reproduce-")
     results, rep = os.path.join(out, "results"), os.path.join(out, "report")
-    # The designs stage boots every design twice: tests/test_designs.py covers them in make test.
-    stages = ",".join(s for s in study.STAGES if s != "designs")
+    # The designs and PTE-mode stages boot every design twice and three kernels:
+    # tests/test_designs.py covers them in make test.
+    stages = ",".join(s for s in study.STAGES if s not in ("designs", "pte_modes"))
     res = subprocess.run([sys.executable, "-m", "flushless", "reproduce", "--quick", "--stages", stages,
                           "--results", results, "--report", rep], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          timeout=20 * 60)
