@@ -163,7 +163,7 @@ def make_parser():
                                    "runs, writes results/*.json and *.csv and report/index.html.")
     size = e.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_const", dest="profile", const="quick",
-                      help="a short smoke version (about 6 minutes warm)")
+                      help="a short smoke version (about 11 minutes warm)")
     size.add_argument("--full", action="store_const", dest="profile", const="full",
                       help="the paper's durations: 30 one-minute minutes per group (about 3 hours)")
     e.add_argument("--minute-seconds", type=float, metavar="S",

@@ -93,14 +93,20 @@ def _median(xs):
     return (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2
 
 
-def _lat_proc(session, plan):
+def _audited(rec, out):
+    """REC, its audit's violations added to OUT's (Xen's audit runs after every workload)."""
+    out["invariant_violations"] = out.get("invariant_violations", 0) + rec["invariant_violations"]
+    return rec
+
+
+def _lat_proc(session, plan, out):
     """-icount lat_proc: {op: per-op counts + 'instructions' (median over rounds, 1 ns each)}."""
     runs = {op: [] for op in ("fork", "exec", "shell")}
     for r in range(plan.lat_rounds):
         for op in runs:
             rec = session.run("lat_proc", ["--what", op, "--n", str(plan.lat_n[op]),
                                            "--warmup", str(plan.lat_warmup)])
-            runs[op].append(rec)
+            runs[op].append(_audited(rec, out))
     out = {}
     for op, recs in runs.items():
         counts = {k: _median([_per_op(r)[k] for r in recs]) for k in COUNT_KEYS}
@@ -125,12 +131,9 @@ def measure_row(row, name, mode, plan, boot, progress):
         session.configure_ptcache(settings)
         out["forkbench"] = {}
         for label, argv in plan.forkbench:
-            rec = session.run("forkbench", argv)
-            out["forkbench"][label] = _per_op(rec)
-            out.setdefault("invariant_violations", 0)
-            out["invariant_violations"] += rec["invariant_violations"]
+            out["forkbench"][label] = _per_op(_audited(session.run("forkbench", argv), out))
         if mode == "strict":
-            rec = session.run("swrace", ["--rounds", str(plan.swrace_rounds), "--seconds", "0"])
+            rec = _audited(session.run("swrace", ["--rounds", str(plan.swrace_rounds), "--seconds", "0"]), out)
             out["swrace"] = {"rounds": rec["rounds"], "bad_states": rec["bad_states"],
                              "pintree_ok": next(r["ok"] for r in rec["rows"] if r["op"] == "pintree")}
     progress("%s: lat_proc fork, exec, shell under -icount, 1 vCPU, then dmasweep" % row)
@@ -138,9 +141,9 @@ def measure_row(row, name, mode, plan, boot, progress):
         tb.booted()
         session = measure.Session(tb)
         session.configure_ptcache(settings)
-        out["per_op"] = _lat_proc(session, plan)
+        out["per_op"] = _lat_proc(session, plan, out)
         if mode == "strict":
-            rec = session.run("dmasweep", ["--max-frames", str(plan.sweep_frames)])
+            rec = _audited(session.run("dmasweep", ["--max-frames", str(plan.sweep_frames)]), out)
             out["dmasweep"] = {k: rec[k] for k in ("pagetable_frames", "pagetable_frames_readable",
                                                    "writable_frames_faulted", "control_read_ok")}
     out["isolation"] = isolation_verdict(out)
@@ -228,7 +231,8 @@ def apply_model(per_op, calibration):
     """(constants, model rows) for PER_OP {row: {op: counts}}, rows in ROWS order."""
     hw = _hwmodel()
     constants = hw.calibrate(hw.load_constants(), calibration)
-    order = [r for r, _, _ in ROWS if r in per_op] + [r for r in per_op if r not in dict((x, 1) for x, _, _ in ROWS)]
+    known = [r for r, _, _ in ROWS]
+    order = [r for r in known if r in per_op] + [r for r in per_op if r not in known]
     return constants, hw.model({r: per_op[r] for r in order}, constants)
 
 
