@@ -111,10 +111,11 @@ def ptcache_settings(args):
 
 
 def boot_config(args, parts):
+    dom0_args = designs.get(args.design).dom0_args if args.design else ()
     return BootConfig(xen=parts.xen.path("xen"), kernel=parts.kernel.path("vmlinuz"),
                       initramfs=parts.initramfs.path("initramfs.cpio.gz"), mode=args.mode,
                       caching_mode=args.caching_mode == "on", smp=args.smp, icount=args.icount,
-                      xen_args=xen_options(args)[1])
+                      xen_args=xen_options(args)[1], dom0_args=dom0_args)
 
 
 def make_parser():

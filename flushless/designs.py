@@ -7,6 +7,9 @@ A design is the Xen series, the dom0 kernel and the cache setting the testbed bo
   paper     the study's design: patches/xen and the kernel with patches/linux, the cache on
   xen-only  the guest unchanged (vanilla); Xen batches the IOTLB flush of a page-table pin
             (patches/xen-only on top of patches/xen)
+  guest-only  the kernel with patches/linux booted with xen_ptcache=readonly, the cache on: pool
+            pages stay read-only page tables. Xen as for stock: no mark is used, and it runs as
+            well on Xen with the counters patch alone (tests/test_guest_only.py)
 """
 
 import dataclasses
@@ -26,6 +29,7 @@ class Design:
     xen_change: bool = False
     guest_change: bool = False
     removes_flushes: bool = False  # claims at most 0.05 invalidations per operation once warm
+    dom0_args: tuple = ()  # added to dom0's command line
 
     def xen_series(self):
         series = build.patches("xen")
@@ -43,6 +47,8 @@ DESIGNS = {d.name: d for d in (
            cache="on", xen_change=True, guest_change=True, removes_flushes=True),
     Design("xen-only", "Xen unmaps a pinned tree's writable pages first and flushes the IOTLB once",
            "vanilla", extra_xen="xen-only", xen_change=True),
+    Design("guest-only", "guest page-table page cache, pool pages kept read-only page tables (no Xen change)",
+           "built", cache="on", guest_change=True, removes_flushes=True, dom0_args=("xen_ptcache=readonly",)),
 )}
 
 
@@ -56,7 +62,7 @@ def get(name):
 
 # Rows of results/designs.json: (row, design, dom0-iommu mode).
 ROWS = (("stock strict", "stock", "strict"), ("stock relaxed", "stock", "relaxed"),
-        ("paper", "paper", "strict"), ("xen-only", "xen-only", "strict"))
+        ("paper", "paper", "strict"), ("xen-only", "xen-only", "strict"), ("guest-only", "guest-only", "strict"))
 
 # Per-operation counts kept in the rows (measure's keys).
 COUNT_KEYS = ("qi_iotlb_inv", "pin_batch_flush", "iommu_unmap_type", "iommu_map_type", "hypercalls",
@@ -125,7 +131,7 @@ def measure_row(row, name, mode, plan, boot, progress):
     settings = {"enabled": 1} if d.cache == "on" else {}
     slug = row.replace(" ", "-")
     progress("%s: counts and swrace, 2 vCPUs" % row)
-    with boot("designs-%s-counts" % slug, parts, mode=mode, smp=2) as tb:
+    with boot("designs-%s-counts" % slug, parts, mode=mode, smp=2, dom0_args=d.dom0_args) as tb:
         tb.booted()
         session = measure.Session(tb)
         session.configure_ptcache(settings)
@@ -137,7 +143,7 @@ def measure_row(row, name, mode, plan, boot, progress):
             out["swrace"] = {"rounds": rec["rounds"], "bad_states": rec["bad_states"],
                              "pintree_ok": next(r["ok"] for r in rec["rows"] if r["op"] == "pintree")}
     progress("%s: lat_proc fork, exec, shell under -icount, 1 vCPU, then dmasweep" % row)
-    with boot("designs-%s-icount" % slug, parts, mode=mode, smp=1, icount=True) as tb:
+    with boot("designs-%s-icount" % slug, parts, mode=mode, smp=1, icount=True, dom0_args=d.dom0_args) as tb:
         tb.booted()
         session = measure.Session(tb)
         session.configure_ptcache(settings)

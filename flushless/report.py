@@ -764,7 +764,7 @@ Results files: {files}.</p>
 {figs}
 <h2>The native-kernel question</h2>
 {native}
-<h2>Three designs side by side</h2>
+<h2>Designs side by side</h2>
 {designs}
 <h2>PTE update modes on fork</h2>
 {pte_modes}

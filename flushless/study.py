@@ -428,7 +428,7 @@ class Study:
             self.run_native_kernel_stage()
         if "designs" in self.stages:
             from . import designs
-            self.progress("designs: stock strict and relaxed, the paper's design and xen-only, side by side")
+            self.progress("designs: stock strict and relaxed, the paper's design, xen-only and guest-only, side by side")
             self.parts = parts
             designs.run_stage(self, self.profile.name)
         if "pte_modes" in self.stages:

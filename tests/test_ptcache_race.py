@@ -71,9 +71,11 @@ def left_pages(line):
     return any(values[:2]) and any(values[2:])
 
 
-def switch_while_freeing(broken, tmp_path):
+def switch_while_freeing(broken, tmp_path, dom0_args=(), then=None):
     """Rounds of the cache switched on and off under fork loops on every vCPU: the pool
-    figures read while off, and the frames Xen holds marked that are no page table."""
+    figures read while off, and the frames Xen holds marked that are no page table. DOM0_ARGS
+    are added to dom0's command line; THEN(tb), if given, runs in the same boot afterwards and
+    its result is returned as "then"."""
     parts = build.Parts("built", linux_series=build.testbed_linux_series(broken)).ensure()
     cfg = BootConfig(xen=parts.xen.path("xen"), kernel=parts.kernel.path("vmlinuz"),
                      initramfs=parts.initramfs.path("initramfs.cpio.gz"), mode="strict", smp=SMP,
@@ -81,7 +83,7 @@ def switch_while_freeing(broken, tmp_path):
                      # and reports a declared page (PG_private_2) as a bad page.
                      # print-fatal-signals=1: a process killed by a signal gets its registers printed.
                      dom0_args=("ptcache_test_free_delay_us=500", "ptcache_test_free_sleep_ms=100",
-                                "init_on_free=1", "print-fatal-signals=1"))
+                                "init_on_free=1", "print-fatal-signals=1") + tuple(dom0_args))
     with Testbed(cfg, str(tmp_path / "console.log")) as tb:
         params = "/sys/module/kernel/parameters/ptcache_test_free_"
         assert tb.check("cat %sdelay_us %ssleep_ms" % (params, params)) == ["500", "100"]
@@ -107,7 +109,8 @@ def switch_while_freeing(broken, tmp_path):
             tables |= set(tb.check("xenpvsw audit 0 %s" % kind))
         audit = measure.parse_stats(tb.check("xenpvsw audit 0"))
         slept, rechecked = (int(v) for v in tb.check("cat %sslept %srechecked" % (params, params)))
-        bad = tb.check("dmesg | grep -E 'Bad page|WARNING: CPU|BUG:|ptcache: could not' || true")
+        bad = tb.check("dmesg | grep -E 'Bad page|WARNING: CPU|BUG:|Oops|ptcache: could not' || true")
+        after = then(tb) if then else None
     # Every round read (unless a command died); the loops ran (a broken shape may make them fail).
     assert killed or len(rounds) == ROUNDS, out
     load_ok = "LOADFAIL" not in out and len(loops) == SMP and min(loops) > 0 and bool(faults) and faults[0] > 0
@@ -115,7 +118,9 @@ def switch_while_freeing(broken, tmp_path):
             "rounds_left_pages": sum(rounds), "loops": loops, "ptfault_runs": faults[0] if faults else 0,
             "preemptible_frees_slept": slept, "frees_the_recheck_caught": rechecked, "owed": stats["owed"],
             "quarantined": stats["quarantined"], "marked_not_tables": len(marked - tables),
-            "violations": audit["violations"], "dmesg": bad, "killed": killed, "fatal_signals": fatal}
+            "violations": audit["violations"], "dmesg": bad, "killed": killed, "fatal_signals": fatal,
+            "unclean": sum(v for k, v in stats.items() if k.endswith("_unclean")), "ops": stats["ops"],
+            "then": after}
 
 
 def test_switching_off_during_frees_leaves_nothing(tmp_path):
