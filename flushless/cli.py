@@ -236,6 +236,7 @@ def cmd_run(args, rest):
                     "kernel_release": tb.release, "smp": cfg.smp, "icount": cfg.icount,
                     "boot_seconds": round(tb.boot_seconds, 1), "boot_attempts": tb.boot_attempts, "console_log": console_log,
                     "xen_version": tb.xen_version, "xen_cmdline": cfg.xen_cmdline(),
+                    "dom0_cmdline": cfg.dom0_cmdline(),
                     "versions": parts.versions(),
                     "timing": "guest wall clock under TCG%s" % (" -icount (1 ns per instruction)" if cfg.icount else
                                                                   " (emulation time: compare within one boot)")})

@@ -35,6 +35,7 @@ def flushless(*args):
     (["run", "forkbench", "--design", "xen-only", "--kernel", "built"], "boots the vanilla kernel"),
     (["run", "forkbench", "--design", "xen-only", "--cache", "on"], "runs with the cache absent"),
     (["run", "forkbench", "--design", "paper", "--cache", "off"], "runs with the cache on"),
+    (["run", "forkbench", "--design", "guest-only", "--kernel", "vanilla"], "boots the built kernel"),
     (["run", "forkbench", "--design", "xen-only", "--xen-series", "tests/fixtures/xen-old-design"],
      "brings its own Xen series"),
 ])
