@@ -26,6 +26,8 @@ from flushless.testbed import BootConfig, Testbed
 # reached dom0 cut: Xen drops serial input past its 128-byte ring, console.LINE_MAX now sends
 # long commands in acknowledged pieces); in one a command of a round died of SIGSEGV, not
 # explained yet (issue 9's note): dom0 now prints fatal signals, and the test names such a death.
+# The same death struck the guest-only mode's run of this load on 2026-11-24 (a static program
+# read a garbage pointer from its TLS block in its brk heap): an open bug the series shares.
 pytestmark = pytest.mark.testbed
 
 BROKEN = sorted(glob.glob(os.path.join(REPO, "tests", "fixtures", "linux-broken", "*.patch")))
@@ -71,11 +73,10 @@ def left_pages(line):
     return any(values[:2]) and any(values[2:])
 
 
-def switch_while_freeing(broken, tmp_path, dom0_args=(), then=None):
+def switch_while_freeing(broken, tmp_path, dom0_args=()):
     """Rounds of the cache switched on and off under fork loops on every vCPU: the pool
     figures read while off, and the frames Xen holds marked that are no page table. DOM0_ARGS
-    are added to dom0's command line; THEN(tb), if given, runs in the same boot afterwards and
-    its result is returned as "then"."""
+    are added to dom0's command line."""
     parts = build.Parts("built", linux_series=build.testbed_linux_series(broken)).ensure()
     cfg = BootConfig(xen=parts.xen.path("xen"), kernel=parts.kernel.path("vmlinuz"),
                      initramfs=parts.initramfs.path("initramfs.cpio.gz"), mode="strict", smp=SMP,
@@ -110,7 +111,6 @@ def switch_while_freeing(broken, tmp_path, dom0_args=(), then=None):
         audit = measure.parse_stats(tb.check("xenpvsw audit 0"))
         slept, rechecked = (int(v) for v in tb.check("cat %sslept %srechecked" % (params, params)))
         bad = tb.check("dmesg | grep -E 'Bad page|WARNING: CPU|BUG:|Oops|ptcache: could not' || true")
-        after = then(tb) if then else None
     # Every round read (unless a command died); the loops ran (a broken shape may make them fail).
     assert killed or len(rounds) == ROUNDS, out
     load_ok = "LOADFAIL" not in out and len(loops) == SMP and min(loops) > 0 and bool(faults) and faults[0] > 0
@@ -119,8 +119,7 @@ def switch_while_freeing(broken, tmp_path, dom0_args=(), then=None):
             "preemptible_frees_slept": slept, "frees_the_recheck_caught": rechecked, "owed": stats["owed"],
             "quarantined": stats["quarantined"], "marked_not_tables": len(marked - tables),
             "violations": audit["violations"], "dmesg": bad, "killed": killed, "fatal_signals": fatal,
-            "unclean": sum(v for k, v in stats.items() if k.endswith("_unclean")), "ops": stats["ops"],
-            "then": after}
+            "unclean": sum(v for k, v in stats.items() if k.endswith("_unclean")), "ops": stats["ops"]}
 
 
 def test_switching_off_during_frees_leaves_nothing(tmp_path):
