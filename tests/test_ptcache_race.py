@@ -22,23 +22,32 @@ from flushless import build, measure
 from flushless.build import REPO
 from flushless.testbed import BootConfig, Testbed
 
-# In make test (2-3 minutes). Of its failures of 2026-11-23, one was the testbed's (the script
+# In make test (2-3 minutes). One of its failures of 2026-11-23 was the testbed's (the script
 # reached dom0 cut: Xen drops serial input past its 128-byte ring, console.LINE_MAX now sends
-# long commands in acknowledged pieces); in one a command of a round died of SIGSEGV, not
-# explained yet (issue 9's note): dom0 now prints fatal signals, and the test names such a death.
-# The same death struck the guest-only mode's run of this load on 2026-11-24 (a static program
-# read a garbage pointer from its TLS block in its brk heap): an open bug the series shares.
+# long commands in acknowledged pieces).
+#
+# Under this load a freshly exec'd static program now and then dies of SIGSEGV in its start-up
+# (it reads a wrong word from its data segment or TLS block) with no kernel message. That is
+# not the Linux series': measured 2026-11-24 with the same load for 150-200 rounds, an
+# unmodified Linux 6.12 in dom0 died 5 times (forkbench twice, busybox 3 times, at the same
+# instructions as in the series' runs), and booted natively (no Xen) 0 times in 2,189 forkbench
+# runs; on Debian's own Xen 0 times in 150 rounds, so whether our Xen build matters is open
+# (README, "A user-space death under Xen PV"). So a run may have up to
+# STACK_DEATHS such deaths (about 0.6 expected per run at that rate; more than 3 has a chance
+# of 0.4 %); more fail it. Each is counted from the kernel's fatal-signal report.
 pytestmark = pytest.mark.testbed
 
 BROKEN = sorted(glob.glob(os.path.join(REPO, "tests", "fixtures", "linux-broken", "*.patch")))
 assert BROKEN, "tests/fixtures/linux-broken/*.patch missing"
 SMP = 4
 ROUNDS = 25
+STACK_DEATHS = 3
 TABLES = ("l1", "l2", "l3", "l4")
 
-# One fork loop per vCPU, each printing how many runs it made, and a ptfault loop whose
-# threads lose PTE-page races (freed from preemptible context, where the testbed patch sleeps
-# 100 ms, past the grace period); the cache on for 0.2 s, then off. Pools are read 300 ms and
+# One fork loop per vCPU, each printing how many runs it made (a failed run is reported with
+# its exit status, and the loop goes on), and a ptfault loop whose threads lose PTE-page races
+# (freed from preemptible context, where the testbed patch sleeps 100 ms, past the grace
+# period); the cache on for 0.2 s, then off. Pools are read 300 ms and
 # again 500 ms after switching off (after every widened window); a round leaves pages only if
 # both reads see some: a page stranded in a switched-off pool stays until the next switch-on,
 # while the counters of a free in progress settle. Timing stays on throughout, so ptcache's
@@ -49,11 +58,11 @@ SCRIPT = """
 S=/sys/kernel/mm/ptcache; rm -f /tmp/stop; echo 1 > $S/timing;
 for p in $(seq %(smp)d); do
     (n=0; while [ ! -e /tmp/stop ]; do
-        forkbench --n 20 --touch-mb 4 >/dev/null 2>&1 || { echo LOADFAIL; exit 1; }; n=$((n+1));
+        forkbench --n 20 --touch-mb 4 >/dev/null 2>&1 || echo "LOADFAIL $?"; n=$((n+1));
     done; echo "loop $n") &
 done;
 (n=0; while [ ! -e /tmp/stop ]; do
-    ptfault --threads %(smp)d --ranges 64 --n 10 >/dev/null 2>&1 || { echo LOADFAIL; exit 1; }; n=$((n+1));
+    ptfault --threads %(smp)d --ranges 64 --n 10 >/dev/null 2>&1 || echo "LOADFAIL $?"; n=$((n+1));
 done; echo "faults $n") &
 for i in $(seq %(rounds)d); do
     echo 1 > $S/enabled; usleep 200000;
@@ -89,9 +98,9 @@ def switch_while_freeing(broken, tmp_path, dom0_args=()):
         params = "/sys/module/kernel/parameters/ptcache_test_free_"
         assert tb.check("cat %sdelay_us %ssleep_ms" % (params, params)) == ["500", "100"]
         out = tb.check(SCRIPT % {"smp": SMP, "rounds": ROUNDS}, timeout=900)
-        # The shell reports a command killed by a signal ("Segmentation fault", ...).
-        killed = [line for line in out if re.search(r"Segmentation fault|Illegal instruction|Bus error|Killed", line)]
-        fatal = tb.check("dmesg | grep -A30 'potentially unexpected fatal signal' | head -60 || true")
+        # Every process killed by a signal, as the kernel reports it (print-fatal-signals=1).
+        fatal = tb.check("dmesg | grep -A14 'potentially unexpected fatal signal' || true")
+        deaths = [line for line in fatal if "potentially unexpected fatal signal" in line]
         # A round whose read died is not a round read.
         rounds = [left_pages(line) for line in out
                   if line.startswith("round ") and len(re.findall(r"_pages \d+", line)) == 4]
@@ -111,14 +120,17 @@ def switch_while_freeing(broken, tmp_path, dom0_args=()):
         audit = measure.parse_stats(tb.check("xenpvsw audit 0"))
         slept, rechecked = (int(v) for v in tb.check("cat %sslept %srechecked" % (params, params)))
         bad = tb.check("dmesg | grep -E 'Bad page|WARNING: CPU|BUG:|Oops|ptcache: could not' || true")
-    # Every round read (unless a command died); the loops ran (a broken shape may make them fail).
-    assert killed or len(rounds) == ROUNDS, out
-    load_ok = "LOADFAIL" not in out and len(loops) == SMP and min(loops) > 0 and bool(faults) and faults[0] > 0
-    return {"load_ok": load_ok,
+    # Every round read, but those whose read died; the loops ran (a broken shape may make them
+    # fail). A run that failed other than by a signal (exit status below 128) is a load failure.
+    assert len(rounds) >= ROUNDS - len(deaths), out
+    failed = [int(line.split()[1]) for line in out if line.startswith("LOADFAIL ")]
+    load_ok = (all(rc >= 128 for rc in failed) and len(loops) == SMP and min(loops) > 0
+               and bool(faults) and faults[0] > 0)
+    return {"load_ok": load_ok, "load_failures": failed,
             "rounds_left_pages": sum(rounds), "loops": loops, "ptfault_runs": faults[0] if faults else 0,
             "preemptible_frees_slept": slept, "frees_the_recheck_caught": rechecked, "owed": stats["owed"],
             "quarantined": stats["quarantined"], "marked_not_tables": len(marked - tables),
-            "violations": audit["violations"], "dmesg": bad, "killed": killed, "fatal_signals": fatal,
+            "violations": audit["violations"], "dmesg": bad, "deaths": len(deaths), "fatal_signals": fatal,
             "unclean": sum(v for k, v in stats.items() if k.endswith("_unclean")), "ops": stats["ops"]}
 
 
@@ -127,7 +139,7 @@ def test_switching_off_during_frees_leaves_nothing(tmp_path):
     print(res)
     # Every loop ran all along, and the load reached what only the re-check covers: frees from
     # preemptible context that found the cache switched off under the front cache's lock.
-    assert not res["killed"], res
+    assert res["deaths"] <= STACK_DEATHS, res
     assert res["load_ok"] and res["preemptible_frees_slept"] > 0 and res["frees_the_recheck_caught"] > 0, res
     assert res["rounds_left_pages"] == 0, res
     assert res["violations"] == 0 and not res["dmesg"], res
@@ -144,4 +156,4 @@ def test_switching_off_finds_the_broken_shapes_race(broken, tmp_path):
     # The same test against each shape it was written to catch: it must fail there.
     res = switch_while_freeing((broken,), tmp_path)
     print(os.path.basename(broken), res)
-    assert res["rounds_left_pages"] > 0 or res["marked_not_tables"] > 0 or res["killed"], res
+    assert res["rounds_left_pages"] > 0 or res["marked_not_tables"] > 0 or res["deaths"] > STACK_DEATHS, res
