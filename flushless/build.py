@@ -36,8 +36,9 @@ XEN_SOURCE_FILES = [
 ]
 # Applied after patches/xen for the testbed only (never part of the series).
 XEN_TESTBED_PATCHES = os.path.join(REPO, "testbed", "xen")
-# Kconfig seeds merged into Xen's defaults: perf counters need EXPERT.
-XEN_CONFIG = ["CONFIG_EXPERT=y", "CONFIG_PERF_COUNTERS=y"]
+# Kconfig seeds merged into Xen's defaults: perf counters need EXPERT; shadow paging (off by
+# default in 4.20, and in Debian's build) runs PVH domUs with hap=0 (--guest pvh-shadow).
+XEN_CONFIG = ["CONFIG_EXPERT=y", "CONFIG_PERF_COUNTERS=y", "CONFIG_SHADOW_PAGING=y"]
 # check-series also builds Xen without PV guests: the series' PV-only code must compile away.
 XEN_CONFIG_NO_PV = ["# CONFIG_PV is not set"]
 LINUX_SOURCE = "linux-source-6.12"
@@ -49,6 +50,56 @@ LINUX_IMAGE = "linux-image-6.12.107+deb13-amd64"
 LINUX_IMAGE_DEB = debian.Pin("pool/main/l/linux-signed-amd64/linux-image-6.12.107+deb13-amd64_6.12.107-1_amd64.deb",
                              "7794643cf4560de2a7e3b069e8ca8511ad2a568d652ea285f0fe051f79bc9e99")
 LINUX_CONFIG = os.path.join(REPO, "testbed", "linux", "flushless.config")
+# The toolstack for the domUs of --guest (xl, xenstored, xenconsoled), from Debian 13's build of
+# our Xen's own source version. apt's lists name 4.20.4+63 by now, so the sums of these Xen
+# debs were recorded at download (2026-11-25); the libraries' are those of trixie's signed
+# lists of that day.
+TOOLSTACK_DEBS = [
+    debian.Pin("pool/main/x/xen/xen-utils-4.20_4.20.3+127-gc42374a105-0+deb13u1_amd64.deb",
+               "33251b8d3312fd30614fd9eef719071f31a6881533bc1dac84768d5496d22463"),
+    debian.Pin("pool/main/x/xen/xenstore-utils_4.20.3+127-gc42374a105-0+deb13u1_amd64.deb",
+               "4e052283c82ed0c6c2a261b2f732b1974456416bee17d2c178d81da0925d3e08"),
+    debian.Pin("pool/main/x/xen/libxencall1_4.20.3+127-gc42374a105-0+deb13u1_amd64.deb",
+               "44fbd6e722139c618e48617ab38253d5782bf5f4dfeb053b39352f783904aba5"),
+    debian.Pin("pool/main/x/xen/libxendevicemodel1_4.20.3+127-gc42374a105-0+deb13u1_amd64.deb",
+               "64d6fbcbcd1c482f9b27ee54688d9e99350b8a17b69f019f49aecce45c36c656"),
+    debian.Pin("pool/main/x/xen/libxenevtchn1_4.20.3+127-gc42374a105-0+deb13u1_amd64.deb",
+               "0e450a8fd51a01e7a173c33548a6311adba6d9ce911f64101562f0c035e3bf40"),
+    debian.Pin("pool/main/x/xen/libxenforeignmemory1_4.20.3+127-gc42374a105-0+deb13u1_amd64.deb",
+               "11e6d3479bba514cca439ad53bf04fff11d7c06961c3f06b5eb125ee996f042d"),
+    debian.Pin("pool/main/x/xen/libxengnttab1_4.20.3+127-gc42374a105-0+deb13u1_amd64.deb",
+               "7e8bd2d8902ef6abeeb1a70f7ffa7a6dc89846d79bd43d209a14e22de3b482ae"),
+    debian.Pin("pool/main/x/xen/libxenhypfs1_4.20.3+127-gc42374a105-0+deb13u1_amd64.deb",
+               "9bb38674e4c448ca0863b0da43e76daddb34ad1e96c93bd007fa54d09f5daa4c"),
+    debian.Pin("pool/main/x/xen/libxenmisc4.20_4.20.3+127-gc42374a105-0+deb13u1_amd64.deb",
+               "78dd8fe25963c9431b36edc50915559b13937a3c0d9a45497f71289ff064e12c"),
+    debian.Pin("pool/main/x/xen/libxenstore4_4.20.3+127-gc42374a105-0+deb13u1_amd64.deb",
+               "a8de020b8c3129a248171e393e38536beeabf2d0aa03e291fa09b415a5f77486"),
+    debian.Pin("pool/main/x/xen/libxentoolcore1_4.20.3+127-gc42374a105-0+deb13u1_amd64.deb",
+               "0d24256af25c64eb873101104ee26c7224e77c74a085a9d9363ee6b19a6bd2f5"),
+    debian.Pin("pool/main/x/xen/libxentoollog1_4.20.3+127-gc42374a105-0+deb13u1_amd64.deb",
+               "ec76fae0971e3f88dcb33b10605e503a4e88243a151ff0cedfce35313d00a0bf"),
+    debian.Pin("pool/main/y/yajl/libyajl2_2.1.0-5+b2_amd64.deb",
+               "98497e30d6672298111b74e59890b3232b947abe4ecf04e39f480413b755e4f5"),
+    debian.Pin("pool/main/g/glibc/libc6_2.41-12+deb13u5_amd64.deb",
+               "b59b0625cd1a791375d40dab23a4d5d3d0641e3d0a773501becdc3725b7f99cf"),
+    debian.Pin("pool/main/x/xz-utils/liblzma5_5.8.1-1+deb13u2_amd64.deb",
+               "b38acab30f295bf1066a6632e31cbd0a1980f2924b38040cda131d5dea5384ec"),
+    debian.Pin("pool/main/u/util-linux/libuuid1_2.41.5-0+deb13u1_amd64.deb",
+               "c1bf4c4c3ff48c57fabf93307dfb56996b60cfa33927afc4158b5db36fb2721e"),
+    debian.Pin("pool/main/libz/libzstd/libzstd1_1.5.7+dfsg-1_amd64.deb",
+               "2f6a2aeacfc925eba8b00ac9139bc4bfccf8cacb09eb93de067074b26948eef9"),
+    debian.Pin("pool/main/z/zlib/zlib1g_1.3.dfsg+really1.3.1-1+deb13u1_amd64.deb",
+               "8c27c342230503b73dfde629642c3b352e87b554e06d60cf58772f236a305ceb"),
+    debian.Pin("pool/main/g/gcc-14/libgcc-s1_14.2.0-19_amd64.deb",
+               "3c71917b490d1a17aed43196a2787a256ecf060526cdb20216a74bedc061b150"),
+]
+# What dom0 runs of it; the libraries they load are found by their DT_NEEDED entries, plus
+# libgcc_s (glibc loads it for pthread_cancel(): without it 'xl create' aborts).
+TOOLSTACK_PROGRAMS = ["usr/lib/xen-4.20/bin/" + p for p in
+                      ("xl", "xenstored", "xenconsoled", "xen-init-dom0", "libxl-save-helper")] + \
+                     ["usr/bin/xenstore-" + p for p in ("read", "write", "watch", "exists", "rm", "ls")]
+TOOLSTACK_DLOPENED = ["libgcc_s.so.1"]
 # Modules Debian builds as =m that the guest needs (our own kernel has them built in);
 # Debian 13 ships them xz-compressed.
 DEBIAN_MODULES = ["drivers/xen/xen-privcmd.ko.xz", "drivers/xen/xenfs/xenfs.ko.xz"]
@@ -386,6 +437,50 @@ class Busybox(Part):
         return {"busybox_version": ver}
 
 
+class Toolstack(Part):
+    """xl, xenstored and xenconsoled with the libraries they load, as a cpio archive that is
+    appended to dom0's initramfs only when a domU is asked for (testbed/guest/xenstack)."""
+
+    name = "toolstack"
+
+    def inputs(self):
+        return ([("deb", "%s %s" % (pin.path, pin.sha256)) for pin in TOOLSTACK_DEBS]
+                + [("program", p) for p in TOOLSTACK_PROGRAMS]
+                + [("file:guest", p) for p in file_list("testbed/guest/xenstack")]
+                + [("file:recipe", p) for p in file_list("flushless/build.py")])
+
+    def build(self, out):
+        tools.require("dpkg-deb", "readelf")
+        tree = self.work_dir("toolstack")
+        for pin in TOOLSTACK_DEBS:
+            debian.extract_deb(debian.fetch_pinned(pin, downloads("deb")), tree)
+        libdir = "usr/lib/x86_64-linux-gnu"
+        wanted, todo = {}, list(TOOLSTACK_PROGRAMS) + [os.path.join(libdir, n) for n in TOOLSTACK_DLOPENED]
+        while todo:
+            rel = todo.pop()
+            if rel in wanted:
+                continue
+            path = os.path.join(tree, rel)
+            if not os.path.exists(path):
+                raise ToolError("toolstack: %s is in none of the debs (TOOLSTACK_DEBS)" % rel)
+            wanted[rel] = os.path.realpath(path)
+            dynamic = capture(["readelf", "-d", path], "readelf %s" % rel)
+            todo += [os.path.join(libdir, n) for n in re.findall(r"Shared library: \[(.*?)\]", dynamic)]
+
+        def fill(w):
+            for rel, path in sorted(wanted.items()):
+                w.add_path(rel, path, 0o755)
+            w.symlink("lib64/ld-linux-x86-64.so.2", "/%s/ld-linux-x86-64.so.2" % libdir)
+            for prog in ("xl", "xenstored", "xenconsoled"):
+                w.symlink("usr/sbin/" + prog, "/usr/lib/xen-4.20/bin/" + prog)
+            w.add_path("bin/xenstack", os.path.join(REPO, "testbed", "guest", "xenstack"), 0o755)
+            # xl's defaults are right here; without the file it warns on every command.
+            w.file("etc/xen/xl.conf", b"# flushless: xl's built-in defaults\n")
+
+        write_gz(os.path.join(out, "toolstack.cpio.gz"), fill)
+        return {"debs": [pin.name for pin in TOOLSTACK_DEBS], "files": sorted(wanted)}
+
+
 class Initramfs(Part):
     """dom0's root: busybox, our init, the workloads and xenperfc, the kernel's modules."""
 
@@ -432,7 +527,7 @@ class Initramfs(Part):
             w.add_path("bin/busybox", self.busybox.path("busybox"), 0o755)
             w.symlink("bin/sh", "busybox")
             w.add_path("init", os.path.join(guest, "init"), 0o755)
-            for script in ("measure", "study"):
+            for script in ("measure", "study", "domu", "domu-measure", "guestboot", "guestrun"):
                 w.add_path("bin/" + script, os.path.join(guest, script), 0o755)
             for prog in sorted(os.listdir(bindir)):
                 if prog.endswith(".o"):
@@ -444,6 +539,38 @@ class Initramfs(Part):
         write_gz(os.path.join(out, "initramfs.cpio.gz"), fill)
         shutil.rmtree(bindir)
         return {"programs": sorted(os.listdir(os.path.join(REPO, "workloads")))}
+
+
+class GuestBundle(Part):
+    """dom0's initramfs for boots with a domU: dom0's own archive, the toolstack's, and the
+    domU's kernel and ramdisk under /opt/flushless/domu (our kernel and dom0's archive:
+    testbed/guest/init starts a domU's shell there). Linux unpacks concatenated archives."""
+
+    name = "guest-bundle"
+
+    def __init__(self, kernel, initramfs, toolstack):
+        self.kernel, self.initramfs, self.toolstack = kernel, initramfs, toolstack
+
+    def inputs(self):
+        return [("kernel", self.kernel.key), ("initramfs", self.initramfs.key), ("toolstack", self.toolstack.key)]
+
+    def build(self, out):
+        for part in (self.kernel, self.initramfs, self.toolstack):
+            part.ensure()
+        dom0 = self.initramfs.path("initramfs.cpio.gz")
+        payload = os.path.join(out, "domu.cpio.gz")
+
+        def fill(w):
+            w.add_path("opt/flushless/domu/vmlinuz", self.kernel.path("vmlinuz"), 0o644)
+            w.add_path("opt/flushless/domu/initramfs.cpio.gz", dom0, 0o644)
+
+        write_gz(payload, fill)
+        with open(os.path.join(out, "initramfs.cpio.gz"), "wb") as f:
+            for archive in (dom0, self.toolstack.path("toolstack.cpio.gz"), payload):
+                with open(archive, "rb") as src:
+                    shutil.copyfileobj(src, f)
+        os.unlink(payload)
+        return {"bytes": os.path.getsize(os.path.join(out, "initramfs.cpio.gz"))}
 
 
 def kernel_part(which, linux_series=None):
@@ -459,16 +586,22 @@ def kernel_part(which, linux_series=None):
 class Parts:
     """The set of parts one testbed boot needs."""
 
-    def __init__(self, kernel="debian", xen_series=None, linux_series=None):
+    def __init__(self, kernel="debian", xen_series=None, linux_series=None, guest=False):
         self.xen = Xen(series=xen_series)
         self.kernel = kernel_part(kernel, linux_series)
         self.busybox = Busybox()
         self.initramfs = Initramfs(self.kernel, self.xen, self.busybox)
+        # A boot with a domU: dom0 gets the toolstack and the domU's files as well.
+        self.guest_bundle = GuestBundle(self.kernel, self.initramfs, Toolstack()) if guest else None
 
     def ensure(self):
-        for part in (self.xen, self.kernel, self.busybox, self.initramfs):
-            part.ensure()
+        for part in (self.xen, self.kernel, self.busybox, self.initramfs, self.guest_bundle):
+            if part is not None:
+                part.ensure()
         return self
+
+    def dom0_initramfs(self):
+        return (self.guest_bundle or self.initramfs).path("initramfs.cpio.gz")
 
     def versions(self):
         out = {}

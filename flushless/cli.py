@@ -1,6 +1,7 @@
 """flushless command line: build the testbed, run workloads on it or natively."""
 
 import argparse
+import contextlib
 import dataclasses
 import glob
 import json
@@ -9,7 +10,7 @@ import re
 import sys
 import tempfile
 
-from . import build, designs, measure, report, series, study, workloads
+from . import build, designs, guests, measure, report, series, study, workloads
 from .progress import ToolError, log
 from .testbed import BootConfig, Testbed
 
@@ -18,6 +19,7 @@ examples:
   flushless build
   flushless run forkbench --n 200 --mode strict --json
   flushless run lat_proc --what exec --caching-mode on
+  flushless run forkbench --n 200 --warmup 100 --guest pv-passthrough --cache on --json
   flushless bench native
   flushless reproduce --quick""" % ", ".join(sorted(workloads.WORKLOADS))
 
@@ -30,8 +32,9 @@ class Parser(argparse.ArgumentParser):
 
 def add_boot_options(p):
     g = p.add_argument_group("testbed")
-    g.add_argument("--mode", choices=("strict", "relaxed"), default="strict",
-                   help="dom0-iommu mode: strict keeps dom0's memory in sync with the IOMMU (default strict)")
+    g.add_argument("--mode", choices=("strict", "relaxed"), default=None,
+                   help="dom0-iommu mode: strict keeps dom0's memory in sync with the IOMMU (default strict; "
+                        "relaxed with a --guest other than dom0, so that only the domU's IOMMU work counts)")
     g.add_argument("--caching-mode", choices=("on", "off"), default="off",
                    help="VT-d caching mode of the emulated IOMMU (default off, as real hardware)")
     g.add_argument("--kernel", choices=("debian", "built", "vanilla"), default=None,
@@ -110,10 +113,15 @@ def ptcache_settings(args):
     return out
 
 
+def has_domu(args):
+    return getattr(args, "guest", "dom0") != "dom0"
+
+
 def boot_config(args, parts):
     dom0_args = designs.get(args.design).dom0_args if args.design else ()
+    mode = args.mode or ("relaxed" if has_domu(args) else "strict")
     return BootConfig(xen=parts.xen.path("xen"), kernel=parts.kernel.path("vmlinuz"),
-                      initramfs=parts.initramfs.path("initramfs.cpio.gz"), mode=args.mode,
+                      initramfs=parts.dom0_initramfs(), mode=mode,
                       caching_mode=args.caching_mode == "on", smp=args.smp, icount=args.icount,
                       xen_args=xen_options(args)[1], dom0_args=dom0_args)
 
@@ -149,6 +157,11 @@ def make_parser():
     c.add_argument("--ptcache-ratio", type=int, metavar="N", help="paper policy: pool:in-use ratio before giving back")
     c.add_argument("--ptcache-min-pages", type=int, metavar="N", help="pool + in-use floor before giving back")
     c.add_argument("--ptcache-max-pages", type=int, metavar="N", help="cap on all pools together")
+    r.add_argument("--guest", choices=guests.KINDS, default="dom0",
+                   help="where the workload runs: dom0 (default), or a domU that dom0 creates with xl: a PV "
+                        "domU with QEMU's edu device passed through (pv-passthrough), or a PVH domU with "
+                        "hardware-assisted (pvh-hap) or shadow paging (pvh-shadow); the domU boots the same "
+                        "kernel as dom0, and --cache and the ptcache tunables apply to it")
     r.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
     s = sub.add_parser("shell", help="boot the testbed with its console on this terminal (quit: Ctrl-A x)")
@@ -222,16 +235,28 @@ def cmd_build(args):
 def cmd_run(args, rest):
     w = workloads.get(args.workload)
     wargs = w.check_args(rest)
+    if has_domu(args) and args.kernel is None:
+        args.kernel = "built"
     resolve_kernel(args)
+    if has_domu(args) and args.kernel == "debian":
+        raise workloads.UsageError("--guest %s needs --kernel built or vanilla (dom0's toolstack needs Xen "
+                                   "drivers that Debian's kernel has as modules)" % args.guest)
     settings = ptcache_settings(args)
-    parts = build.Parts(args.kernel, xen_series=xen_options(args)[0]).ensure()
+    parts = build.Parts(args.kernel, xen_series=xen_options(args)[0], guest=has_domu(args)).ensure()
     cfg = boot_config(args, parts)
     console_log = args.console_log or tempfile.mkstemp(prefix="flushless-console-", suffix=".log")[1]
-    with Testbed(cfg, console_log) as tb:
-        session = measure.Session(tb)
+    with Testbed(cfg, console_log) as tb, contextlib.ExitStack() as stack:
+        if has_domu(args):
+            guest = stack.enter_context(guests.Guest(tb, args.guest, vcpus=cfg.smp, kernel_args=cfg.dom0_args))
+            session = guests.GuestSession(tb, guest)
+        else:
+            guest, session = None, measure.Session(tb)
         session.configure_ptcache(settings)
         rec = session.run(w.name, wargs)
-        rec.update({"cache": args.cache, "ptcache_settings": settings, "design": args.design})
+        rec.update({"cache": args.cache, "ptcache_settings": settings, "design": args.design, "guest": args.guest})
+        if guest:
+            rec.update({"domid": guest.domid, "guest_vcpus": guest.vcpus, "guest_mem_mb": guest.mem_mb,
+                        "guest_boot_seconds": round(guest.boot_seconds, 1)})
         rec.update({"mode": cfg.mode, "caching_mode": args.caching_mode, "kernel": args.kernel,
                     "kernel_release": tb.release, "smp": cfg.smp, "icount": cfg.icount,
                     "boot_seconds": round(tb.boot_seconds, 1), "boot_attempts": tb.boot_attempts, "console_log": console_log,

@@ -154,39 +154,56 @@ class Session:
     def __init__(self, testbed):
         self.tb = testbed
 
+    # Where the workload runs: dom0 here, a domU in guests.GuestSession.
+    where = "dom0"
+
+    def shell(self, command, timeout):
+        """Run COMMAND where the workload runs; return (status, output lines)."""
+        return self.tb.run(command, timeout=timeout)
+
+    def measure_command(self, w, argv):
+        return "measure " + ("-s " if w.sync else "") + " ".join(shlex.quote(a) for a in [w.name] + argv)
+
+    def check_status(self, status, lines):
+        """Raise if the run failed in a way the output cannot tell."""
+
     def has_ptcache(self):
-        status, _ = self.tb.run("test -d %s" % PTCACHE_SYSFS, timeout=30)
+        status, _ = self.shell("test -d %s" % PTCACHE_SYSFS, timeout=30)
         return status == 0
 
     def ptcache_set(self, name, value):
         """Write a ptcache tunable; return (ok, message). The kernel refuses bad values."""
         if name not in PTCACHE_TUNABLES:
             raise ToolError("no ptcache tunable '%s' (%s)" % (name, ", ".join(PTCACHE_TUNABLES)))
-        status, lines = self.tb.run("echo %s > %s/%s" % (shlex.quote(str(value)), PTCACHE_SYSFS, name), timeout=60)
+        status, lines = self.shell("echo %s > %s/%s" % (shlex.quote(str(value)), PTCACHE_SYSFS, name), timeout=60)
         return status == 0, " ".join(lines)
 
     def ptcache_get(self, name):
-        return self.tb.check("cat %s/%s" % (PTCACHE_SYSFS, name), timeout=30)[0]
+        status, lines = self.shell("cat %s/%s" % (PTCACHE_SYSFS, name), timeout=30)
+        if status != 0 or not lines:
+            raise ToolError("%s: could not read ptcache's %s: %s" % (self.where, name, " ".join(lines[-5:])))
+        return lines[0]
 
     def configure_ptcache(self, settings):
         """Apply {tunable: value}; a refused value is an error."""
         if settings and not self.has_ptcache():
-            raise ToolError("the dom0 kernel has no ptcache (%s): use --kernel built" % PTCACHE_SYSFS)
+            raise ToolError("the %s kernel has no ptcache (%s): use --kernel built" % (self.where, PTCACHE_SYSFS))
         for name, value in settings.items():
             ok, msg = self.ptcache_set(name, value)
             if not ok:
-                raise ToolError("dom0 refused ptcache %s=%s: %s" % (name, value, msg))
+                raise ToolError("%s refused ptcache %s=%s: %s" % (self.where, name, value, msg))
 
     def run(self, name, argv):
         w = workloads.get(name)
         argv = w.check_args(argv)
-        cmd = "measure " + ("-s " if w.sync else "") + " ".join(shlex.quote(a) for a in [name] + argv)
-        log("dom0: %s" % cmd)
+        cmd = self.measure_command(w, argv)
+        log("%s: %s" % (self.where, cmd))
         t0 = time.monotonic()
         trace_at = self.tb.fault_trace_size()
         status, lines = self.tb.run(cmd, timeout=w.timeout(argv))
         if status == 125:
             raise ToolError("xenperfc could not read Xen's counters in dom0:\n%s" % "\n".join(lines[-10:]))
+        self.check_status(status, lines)
         try:
             rec = figures(name, argv, lines)
         except ValueError as e:

@@ -38,6 +38,8 @@ def flushless(*args):
     (["run", "forkbench", "--design", "guest-only", "--kernel", "vanilla"], "boots the built kernel"),
     (["run", "forkbench", "--design", "xen-only", "--xen-series", "tests/fixtures/xen-old-design"],
      "brings its own Xen series"),
+    (["run", "forkbench", "--guest", "hvm"], "invalid choice: 'hvm'"),
+    (["run", "forkbench", "--guest", "pvh-hap", "--kernel", "debian"], "needs --kernel built or vanilla"),
 ])
 def test_bad_input_exits_2(args, msg):
     res = flushless(*args)

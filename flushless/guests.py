@@ -1,0 +1,110 @@
+"""A second domain (--guest): a domU created from dom0 with xl, a workload measured in it.
+
+dom0 starts its toolstack (testbed/guest/xenstack), creates the domU from our kernel and
+dom0's own initramfs (testbed/guest/guestboot) and drives the domU's shell over its PV
+console (testbed/guest/guestrun, testbed/guest/domu). A domU cannot read Xen's counters, so
+dom0 reads them when the domU's measure asks (testbed/guest/domu-measure): the record has
+the same shape as dom0's. Counters are Xen-wide; dom0 runs relaxed by default in these
+boots (its own page-table work costs no IOMMU work then), so the difference is the domU's.
+"""
+
+import re
+import shlex
+import time
+
+from . import measure
+from .progress import ToolError, log
+
+KINDS = ("dom0", "pv-passthrough", "pvh-hap", "pvh-shadow")
+NAME = "flushless-domu"
+MEM_MB = 512
+BOOT_TIMEOUT = 660
+
+
+def check_kind(kind):
+    if kind not in KINDS:
+        raise ToolError("unknown guest '%s' (%s)" % (kind, ", ".join(KINDS)))
+    return kind
+
+
+class Guest:
+    """One domU of KIND on a booted testbed: `with Guest(tb, "pvh-hap") as g: g.run("ls")`."""
+
+    def __init__(self, tb, kind, vcpus=1, mem_mb=MEM_MB, kernel_args=()):
+        if check_kind(kind) == "dom0":
+            raise ToolError("dom0 is not a domU")
+        for a in kernel_args:
+            if not re.match(r"^[A-Za-z0-9_.,:=-]+$", a):
+                raise ToolError("domU kernel argument '%s' has characters the xl config cannot take" % a)
+        self.tb, self.kind, self.vcpus, self.mem_mb = tb, kind, vcpus, mem_mb
+        self.kernel_args = tuple(kernel_args)
+        self.domid = None
+        self.boot_seconds = None
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+    def start(self):
+        status, lines = self.tb.run("xenstack", timeout=120)
+        if status != 0 or not any(line.startswith("xenstack ok") for line in lines):
+            raise ToolError("dom0's toolstack did not start:\n%s" % "\n".join("    " + x for x in lines[-20:]))
+        log("domU: creating a %s domU (%d vCPUs, %d MiB)" % (self.kind, self.vcpus, self.mem_mb))
+        t0 = time.monotonic()
+        cmd = "guestboot %s %s %d %d %s" % (NAME, self.kind, self.vcpus, self.mem_mb,
+                                            shlex.quote(" ".join(self.kernel_args)))
+        status, lines = self.tb.run(cmd, timeout=BOOT_TIMEOUT)
+        ok = [line for line in lines if line.startswith("guestboot ok ")]
+        if status != 0 or not ok:
+            raise ToolError("the %s domU did not start (guestboot exited %d):\n%s"
+                            % (self.kind, status, "\n".join("    " + x for x in lines[-45:])))
+        self.domid = int(ok[-1].split()[2])
+        self.boot_seconds = time.monotonic() - t0
+        log("domU: %d up after %.1f s" % (self.domid, self.boot_seconds))
+
+    def run(self, command, timeout=600):
+        """Run a shell command in the domU; return (status, output lines)."""
+        return self.tb.run("guestrun %s %s" % (NAME, shlex.quote(command)), timeout=timeout)
+
+    def check(self, command, timeout=600):
+        status, lines = self.run(command, timeout)
+        if status != 0:
+            raise ToolError("domU: '%s' exited %d:\n%s" % (command, status, "\n".join("    " + x for x in lines[-40:])))
+        return lines
+
+    def stop(self):
+        if self.domid is None:
+            return
+        try:
+            self.tb.run("xl destroy %s" % NAME, timeout=120)
+        except ToolError as e:
+            # The testbed itself is ended by its owner; nothing outlives it.
+            log("domU: xl destroy failed: %s" % e)
+        self.domid = None
+
+
+class GuestSession(measure.Session):
+    """measure.Session with the workload and ptcache in a domU; counters and audit in dom0."""
+
+    where = "domU"
+
+    def __init__(self, testbed, guest):
+        super().__init__(testbed)
+        self.guest = guest
+
+    def shell(self, command, timeout):
+        return self.guest.run(command, timeout)
+
+    def measure_command(self, w, argv):
+        inner = "domu-measure " + ("-s " if w.sync else "") + " ".join(shlex.quote(a) for a in [w.name] + argv)
+        return ("guestrun %s %s; rc=$?; echo @@audit; xenpvsw audit %d || echo unavailable 1; (exit $rc)"
+                % (NAME, shlex.quote(inner), self.guest.domid))
+
+    def check_status(self, status, lines):
+        if status == 124:
+            raise ToolError("the %s domU is gone or silent:\n%s"
+                            % (self.guest.kind, "\n".join("    " + x for x in lines[-45:])))
