@@ -34,7 +34,7 @@ import time
 from . import build, measure, workloads
 from .measure import COUNTERS, OPTIONAL_COUNTERS, parse_counters, parse_stats
 from .progress import ToolError, log
-from .testbed import BootConfig, Testbed
+from .testbed import BootConfig, EmulatorFault, Testbed
 
 PAPER_RATE = 542  # process creations and exits per minute in the paper's busy state
 LEVELS = ("pgd", "pgd_user", "pud", "pmd", "pte")
@@ -413,29 +413,39 @@ class Study:
         m.update(extra)
         return m
 
+    def stage(self, name, fn, *args):
+        """Run one stage; a stage that QEMU itself broke (EmulatorFault: README, "Boot
+        failures") is done once more, its console log kept."""
+        try:
+            return fn(*args)
+        except EmulatorFault as e:
+            kept = e.console_log + ".emulator-fault"
+            os.replace(e.console_log, kept)
+            self.progress("%s: %s\n  console log kept in %s; doing %s again" % (name, e, kept, name))
+            return fn(*args)
+
     def run(self):
         os.makedirs(self.results, exist_ok=True)
         parts = build.Parts("built").ensure()
+        self.parts = parts
         if "groups" in self.stages:
-            self.run_groups(parts)
+            self.stage("groups", self.run_groups, parts)
         if "timing" in self.stages:
-            self.run_timing_boot(parts)
+            self.stage("timing", self.run_timing_boot, parts)
         if "network" in self.stages:
-            self.run_network_boot(parts)
+            self.stage("network", self.run_network_boot, parts)
         if "native" in self.stages:
-            self.run_native_stage(parts)
+            self.stage("native", self.run_native_stage, parts)
         if "native_kernel" in self.stages:
-            self.run_native_kernel_stage()
+            self.stage("native_kernel", self.run_native_kernel_stage)
         if "designs" in self.stages:
             from . import designs
             self.progress("designs: stock strict and relaxed, the paper's design, xen-only and guest-only, side by side")
-            self.parts = parts
-            designs.run_stage(self, self.profile.name)
+            self.stage("designs", designs.run_stage, self, self.profile.name)
         if "pte_modes" in self.stages:
             from . import ptemodes
             self.progress("PTE update modes on fork: late pin, early pin with hypercalls, early pin emulated")
-            self.parts = parts
-            ptemodes.run_stage(self, self.profile.name)
+            self.stage("pte_modes", ptemodes.run_stage, self, self.profile.name)
         self.progress("done in %s" % _mmss(time.monotonic() - self.t0))
 
     def run_groups(self, parts):

@@ -10,6 +10,14 @@
  *                                of that kind instead, one per line
  *   xenpvsw mark MFN...          MMUEXT_MARK_SEMI_WRITABLE, "MFN RC" per frame
  *   xenpvsw unmark MFN...        MMUEXT_UNMARK_SEMI_WRITABLE
+ *   xenpvsw mark-for DOMID MFN...  the mark with DOMID as the page owner
+ *   xenpvsw grant DOMID          offer DOMID a page of ours (gntalloc):
+ *                                prints "gref N", keeps it until killed
+ *   xenpvsw mark-granted DOMID GREF  map DOMID's grant GREF for our device
+ *                                (GNTMAP_device_map: Xen then gives its
+ *                                machine address) and try to mark and
+ *                                unmark that frame: "mfn M", "mark RC",
+ *                                "unmark RC"; exit 0 if both were refused
  *   xenpvsw refusals OWN_MFN     bad arguments; "check NAME ok|FAIL rc=.."
  *   xenpvsw fuzz N SEED MFN...   N random mmuext calls on the new ops, every
  *                                successful mark undone; prints a tally
@@ -142,12 +150,12 @@ static int cmd_audit(int argc, char **argv)
 	return 0;
 }
 
-static int cmd_mark(int argc, char **argv, unsigned int cmd)
+static int cmd_mark(int argc, char **argv, unsigned int cmd, domid_t owner)
 {
 	int i, bad = 0;
 
 	for (i = 2; i < argc; i++) {
-		long rc = mmuext(cmd, parse_mfn(argv[i]), 1, DOMID_SELF);
+		long rc = mmuext(cmd, parse_mfn(argv[i]), 1, owner);
 
 		printf("%s %ld\n", argv[i], rc);
 		bad |= rc != 0;
@@ -228,6 +236,76 @@ static int cmd_refusals(int argc, char **argv)
 	return bad;
 }
 
+/* From Linux's include/uapi/xen/gntalloc.h. */
+struct ioctl_gntalloc_alloc_gref {
+	uint16_t domid;
+	uint16_t flags;
+	uint32_t count;
+	uint64_t index;
+	uint32_t gref_ids[1];
+};
+#define IOCTL_GNTALLOC_ALLOC_GREF \
+	_IOC(_IOC_NONE, 'G', 5, sizeof(struct ioctl_gntalloc_alloc_gref))
+#define GNTALLOC_FLAG_WRITABLE 1
+
+static int cmd_grant(int argc, char **argv)
+{
+	struct ioctl_gntalloc_alloc_gref op = { .flags = GNTALLOC_FLAG_WRITABLE, .count = 1 };
+	int fd;
+
+	if (argc != 3) {
+		fprintf(stderr, "usage: xenpvsw grant DOMID\n");
+		return 2;
+	}
+	op.domid = parse_mfn(argv[2]);
+	fd = open("/dev/xen/gntalloc", O_RDWR | O_CLOEXEC);
+	if (fd < 0 || ioctl(fd, IOCTL_GNTALLOC_ALLOC_GREF, &op)) {
+		fprintf(stderr, "xenpvsw: gntalloc: %s\n", strerror(errno));
+		return 1;
+	}
+	printf("gref %u\n", op.gref_ids[0]);
+	fflush(stdout);
+	/* The grant lasts while the file is open. */
+	for (;;)
+		pause();
+}
+
+static int cmd_mark_granted(int argc, char **argv)
+{
+	struct gnttab_map_grant_ref *map = hcall_buf(sizeof(*map));
+	struct gnttab_unmap_grant_ref *unmap = hcall_buf(sizeof(*unmap));
+	uint64_t mfn;
+	long mark, unmark, rc;
+
+	if (argc != 4) {
+		fprintf(stderr, "usage: xenpvsw mark-granted DOMID GREF\n");
+		return 2;
+	}
+	map->dom = parse_mfn(argv[2]);
+	map->ref = parse_mfn(argv[3]);
+	map->flags = GNTMAP_device_map;
+	rc = hypercall(__HYPERVISOR_grant_table_op, GNTTABOP_map_grant_ref, (uintptr_t)map, 1, 0);
+	if (rc || map->status != GNTST_okay) {
+		fprintf(stderr, "xenpvsw: map of grant %u of d%u: rc %ld status %d\n",
+			map->ref, map->dom, rc, map->status);
+		return 1;
+	}
+	mfn = map->dev_bus_addr >> 12;
+	printf("mfn %#llx\n", (unsigned long long)mfn);
+	mark = mmuext(MMUEXT_MARK_SEMI_WRITABLE, mfn, 1, DOMID_SELF);
+	unmark = mmuext(MMUEXT_UNMARK_SEMI_WRITABLE, mfn, 1, DOMID_SELF);
+	printf("mark %ld\nunmark %ld\n", mark, unmark);
+	unmap->dev_bus_addr = map->dev_bus_addr;
+	unmap->handle = map->handle;
+	rc = hypercall(__HYPERVISOR_grant_table_op, GNTTABOP_unmap_grant_ref, (uintptr_t)unmap, 1, 0);
+	if (rc || unmap->status != GNTST_okay) {
+		fprintf(stderr, "xenpvsw: unmap of grant %u: rc %ld status %d\n", map->ref, rc,
+			unmap->status);
+		return 1;
+	}
+	return !(mark < 0 && unmark < 0);
+}
+
 static uint64_t rng_state;
 
 static uint64_t rnd(void)
@@ -298,16 +376,23 @@ static int cmd_fuzz(int argc, char **argv)
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr, "usage: xenpvsw audit|mark|unmark|refusals|fuzz ...\n");
+		fprintf(stderr, "usage: xenpvsw audit|mark|unmark|mark-for|grant|mark-granted|refusals|fuzz ...\n");
 		return 2;
 	}
+	/* gntalloc needs no hypercall of ours. */
+	if (!strcmp(argv[1], "grant"))
+		return cmd_grant(argc, argv);
 	privcmd_open("xenpvsw");
 	if (!strcmp(argv[1], "audit"))
 		return cmd_audit(argc, argv);
 	if (!strcmp(argv[1], "mark"))
-		return cmd_mark(argc, argv, MMUEXT_MARK_SEMI_WRITABLE);
+		return cmd_mark(argc, argv, MMUEXT_MARK_SEMI_WRITABLE, DOMID_SELF);
 	if (!strcmp(argv[1], "unmark"))
-		return cmd_mark(argc, argv, MMUEXT_UNMARK_SEMI_WRITABLE);
+		return cmd_mark(argc, argv, MMUEXT_UNMARK_SEMI_WRITABLE, DOMID_SELF);
+	if (!strcmp(argv[1], "mark-for") && argc > 2)
+		return cmd_mark(argc - 1, argv + 1, MMUEXT_MARK_SEMI_WRITABLE, parse_mfn(argv[2]));
+	if (!strcmp(argv[1], "mark-granted"))
+		return cmd_mark_granted(argc, argv);
 	if (!strcmp(argv[1], "refusals"))
 		return cmd_refusals(argc, argv);
 	if (!strcmp(argv[1], "fuzz"))
