@@ -34,13 +34,15 @@ def check_kind(kind):
 class Guest:
     """One domU of KIND on a booted testbed: `with Guest(tb, "pvh-hap") as g: g.run("ls")`."""
 
-    def __init__(self, tb, kind, vcpus=1, mem_mb=MEM_MB, kernel_args=()):
+    def __init__(self, tb, kind, vcpus=1, mem_mb=MEM_MB, kernel_args=(), name=NAME):
         if check_kind(kind) == "dom0":
             raise ToolError("dom0 is not a domU")
         for a in kernel_args:
             if not re.match(r"^[A-Za-z0-9_.,:=-]+$", a):
                 raise ToolError("domU kernel argument '%s' has characters the xl config cannot take" % a)
-        self.tb, self.kind, self.vcpus, self.mem_mb = tb, kind, vcpus, mem_mb
+        if not re.match(r"^[a-z][a-z0-9-]{0,30}$", name):
+            raise ToolError("domU name '%s': lower-case letters, digits and '-' only" % name)
+        self.tb, self.kind, self.vcpus, self.mem_mb, self.name = tb, kind, vcpus, mem_mb, name
         self.kernel_args = DOMU_ARGS + tuple(kernel_args)
         self.domid = None
         self.boot_seconds = None
@@ -49,8 +51,11 @@ class Guest:
         self.start()
         return self
 
-    def __exit__(self, *exc):
-        self.stop()
+    def __exit__(self, exc_type, exc, tb):
+        # After an error or Ctrl-C dom0's shell may still be busy with the domU; the domU then
+        # ends with the testbed's QEMU, which its owner stops next.
+        if exc_type is None:
+            self.stop()
         return False
 
     def start(self):
@@ -59,7 +64,7 @@ class Guest:
             raise ToolError("dom0's toolstack did not start:\n%s" % "\n".join("    " + x for x in lines[-20:]))
         log("domU: creating a %s domU (%d vCPUs, %d MiB)" % (self.kind, self.vcpus, self.mem_mb))
         t0 = time.monotonic()
-        cmd = "guestboot %s %s %d %d %s" % (NAME, self.kind, self.vcpus, self.mem_mb,
+        cmd = "guestboot %s %s %d %d %s" % (self.name, self.kind, self.vcpus, self.mem_mb,
                                             shlex.quote(" ".join(self.kernel_args)))
         status, lines = self.tb.run(cmd, timeout=BOOT_TIMEOUT)
         ok = [line for line in lines if line.startswith("guestboot ok ")]
@@ -72,7 +77,7 @@ class Guest:
 
     def run(self, command, timeout=600):
         """Run a shell command in the domU; return (status, output lines)."""
-        return self.tb.run("guestrun %s %s" % (NAME, shlex.quote(command)), timeout=timeout)
+        return self.tb.run("guestrun %s %s" % (self.name, shlex.quote(command)), timeout=timeout)
 
     def check(self, command, timeout=600):
         status, lines = self.run(command, timeout)
@@ -84,7 +89,7 @@ class Guest:
         if self.domid is None:
             return
         try:
-            self.tb.run("xl destroy %s" % NAME, timeout=120)
+            self.tb.run("xl destroy %s" % self.name, timeout=120)
         except ToolError as e:
             # The testbed itself is ended by its owner; nothing outlives it.
             log("domU: xl destroy failed: %s" % e)
@@ -106,7 +111,7 @@ class GuestSession(measure.Session):
     def measure_command(self, w, argv):
         inner = "domu-measure " + ("-s " if w.sync else "") + " ".join(shlex.quote(a) for a in [w.name] + argv)
         return ("guestrun %s %s; rc=$?; echo @@audit; xenpvsw audit %d || echo unavailable 1; (exit $rc)"
-                % (NAME, shlex.quote(inner), self.guest.domid))
+                % (self.guest.name, shlex.quote(inner), self.guest.domid))
 
     def check_status(self, status, lines):
         if status == 124:

@@ -68,7 +68,27 @@ PV_COUNTERS = {
     "mmuext ops": "mmuext_ops",
     "writable pt emulations": "ptwr_emulations",
 }
-OPTIONAL_COUNTERS = dict(SEMI_WRITABLE_COUNTERS, **SUPERPAGE_COUNTERS, **PIN_BATCH_COUNTERS, **PV_COUNTERS)
+# Xen's shadow-paging work (a PVH domU with hap=0, issue 11's seed 002) and every guest's
+# VM exits: what a fork costs Xen under shadow against nested paging.
+SHADOW_COUNTERS = {
+    "vmexits": "vmexits",
+    "calls to shadow_fault": "shadow_faults",
+    "shadow_fault fixed fault": "shadow_faults_fixed",
+    "shadow_fault emulates a write": "shadow_emulated_writes",
+    "shadow_fault really guest fault": "shadow_guest_faults",
+    "calls to shadow_alloc": "shadow_allocs",
+    "shadow recycles old shadows": "shadow_recycles_old",
+    "shadow recycles in-use shadows": "shadow_recycles_in_use",
+    "shadow_alloc flushed TLBs": "shadow_alloc_tlb_flushes",
+    "shadow writeable brute-force": "shadow_write_brute_force",
+    "shadow rm-mappings brute-force": "shadow_rm_mappings_brute_force",
+    "shadow unshadows a page": "shadow_unshadows",
+    "shadow unshadows for fork/exit": "shadow_unshadows_fork_exit",
+    "shadow removes write access": "shadow_write_access_removals",
+    "calls to shadow_validate_gl1e": "shadow_validate_gl1e",
+}
+OPTIONAL_COUNTERS = dict(SEMI_WRITABLE_COUNTERS, **SUPERPAGE_COUNTERS, **PIN_BATCH_COUNTERS, **PV_COUNTERS,
+                         **SHADOW_COUNTERS)
 
 # ptcache statistics that are gauges, not counters: reported as after-values.
 PTCACHE_GAUGES = ("_pool", "_in_use", "_in_flight", "pool_pages", "front_pages", "owed", "quarantined", "active")

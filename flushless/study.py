@@ -132,7 +132,7 @@ PROFILES = {
                     fork_max_kb=131072, fork_n=20, tlb_max_kb=262144, tlb_accesses=1000000),
 }
 
-STAGES = ("groups", "timing", "network", "native", "native_kernel", "designs", "pte_modes")
+STAGES = ("groups", "timing", "network", "native", "native_kernel", "designs", "pte_modes", "seed")
 
 
 # --- the busy-state timeline ------------------------------------------------------------
@@ -446,6 +446,10 @@ class Study:
             from . import ptemodes
             self.progress("PTE update modes on fork: late pin, early pin with hypercalls, early pin emulated")
             self.stage("pte_modes", ptemodes.run_stage, self, self.profile.name)
+        if "seed" in self.stages:
+            from . import seed
+            self.progress("seed 002 on Xen: fork and access latency in PVH domUs with hap=1 and hap=0, -icount")
+            self.stage("seed", seed.run_stage, self, self.profile.name)
         self.progress("done in %s" % _mmss(time.monotonic() - self.t0))
 
     def run_groups(self, parts):

@@ -2,7 +2,8 @@
 /*
  * dmasweep - a device-side check of DMA isolation that does not trust Xen's
  * audit: QEMU's edu DMA engine *reads* (which damages nothing) a few bytes of
- * every frame of dom0's RAM, and the host reads from QEMU's own trace which
+ * every frame of this domain's RAM (dom0's, or in a domU with the device
+ * passed through, the domU's), and the host reads from QEMU's own trace which
  * of those reads the emulated VT-d refused (vtd_dmar_fault).
  *
  *   dmasweep [--max-frames N]
@@ -24,7 +25,7 @@
  *
  * RANGES are comma-separated FIRST-LAST hex pairs.  With N, every frame that
  * must fault is read and the writable ones are sampled evenly, about N
- * frames in all (0, the default: every frame of dom0's RAM, which takes
+ * frames in all (0, the default: every frame of the domain's RAM, which takes
  * about 4 ms of host time per frame under -icount).
  */
 #include "edu.h"
@@ -45,7 +46,7 @@ static uint8_t *audit_all(void)
 	for (first = 0; first <= max_mfn; first += XEN_DOMCTL_PV_IOMMU_AUDIT_MAX) {
 		uint32_t nr = max_mfn - first + 1 < XEN_DOMCTL_PV_IOMMU_AUDIT_MAX ?
 			      max_mfn - first + 1 : XEN_DOMCTL_PV_IOMMU_AUDIT_MAX;
-		long rc = pv_iommu_audit(0, first, nr, buf, NULL, NULL);
+		long rc = pv_iommu_audit(self_domid(), first, nr, buf, NULL, NULL);
 
 		if (rc) {
 			fprintf(stderr, "dmasweep: audit: %s\n", strerror(-rc));
@@ -214,7 +215,7 @@ int main(int argc, char **argv)
 	after = audit_all();
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	if (!nread) {
-		fprintf(stderr, "dmasweep: Xen's audit lists no frame of dom0\n");
+		fprintf(stderr, "dmasweep: Xen's audit lists no frame of this domain\n");
 		return 1;
 	}
 	for (f = lo; f <= hi; f++)

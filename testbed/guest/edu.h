@@ -54,6 +54,16 @@ static inline unsigned long read_hex(const char *dir, const char *file)
 	return strtoul(buf, NULL, 16);
 }
 
+/* Open PATH read-write, waiting up to TENTHS tenths of a second for it to appear. */
+static inline int wait_open(const char *path, int tenths)
+{
+	int fd, i;
+
+	for (i = 0; (fd = open(path, O_RDWR | O_SYNC)) < 0 && errno == ENOENT && i < tenths; i++)
+		usleep(100000);
+	return fd;
+}
+
 /* Find edu, enable memory decoding and bus mastering, map BAR0. */
 static inline void edu_open(void)
 {
@@ -62,7 +72,8 @@ static inline void edu_open(void)
 	struct dirent *de;
 	uint16_t command;
 	DIR *d = opendir(root);
-	int fd;
+	off_t bar_addr = 0;
+	int fd, bar_fd;
 
 	if (!d)
 		die(root);
@@ -77,6 +88,24 @@ static inline void edu_open(void)
 		fprintf(stderr, "edu: no edu device (QEMU needs -device edu,dma_mask=0xffffffffffffffff)\n");
 		exit(1);
 	}
+	snprintf(path, sizeof(path), "%s/resource0", dir);
+	fd = wait_open(path, 100);
+	if (fd < 0 && errno == ENOENT) {
+		/*
+		 * In a domU pcifront can add the device while the kernel's
+		 * pci_sysfs_init() runs: both create its resource files and the
+		 * loser removes them all.  The BAR is still there: map it
+		 * through /dev/mem, at the address the "resource" file gives.
+		 */
+		step("%s has no resource0: BAR0 through /dev/mem", dir);
+		bar_addr = read_hex(dir, "resource");
+		fd = open("/dev/mem", O_RDWR | O_SYNC);
+		if (fd < 0 || !bar_addr)
+			die("/dev/mem");
+	}
+	if (fd < 0)
+		die(path);
+	bar_fd = fd;
 	snprintf(path, sizeof(path), "%s/config", dir);
 	fd = open(path, O_RDWR);
 	if (fd < 0 || pread(fd, &command, 2, 4) != 2)
@@ -85,11 +114,7 @@ static inline void edu_open(void)
 	if (pwrite(fd, &command, 2, 4) != 2)
 		die(path);
 	close(fd);
-	snprintf(path, sizeof(path), "%s/resource0", dir);
-	fd = open(path, O_RDWR | O_SYNC);
-	if (fd < 0)
-		die(path);
-	bar = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	bar = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, bar_fd, bar_addr);
 	if (bar == MAP_FAILED)
 		die("mmap BAR0");
 	if ((*(volatile uint32_t *)(bar + EDU_ID) & 0xffff) != 0xed) {

@@ -172,33 +172,58 @@ static inline long set_max_mem(uint64_t kb)
 }
 
 /*
- * Let dom0 hold EXTRA pages beyond what it has: raise its memory limit if
- * needed.  Returns 1 if raised (*ORIG_KB: the limit to restore), 0 if not.
+ * This domain's id, for the domctls that want a number: 0 in dom0; in a domU
+ * guestrun (testbed/guest) exports it as FLUSHLESS_DOMID.
+ */
+static inline domid_t self_domid(void)
+{
+	const char *s = getenv("FLUSHLESS_DOMID");
+
+	return s ? (domid_t)strtoul(s, NULL, 10) : 0;
+}
+
+/* XENMEM_current_reservation or _maximum_reservation of this domain, in pages. */
+static inline uint64_t own_reservation(unsigned int cmd)
+{
+	domid_t *dom = hcall_buf(sizeof(*dom));
+	long rc;
+
+	*dom = DOMID_SELF;
+	rc = hypercall(__HYPERVISOR_memory_op, cmd, (uintptr_t)dom, 0, 0);
+	munmap(dom, sizeof(*dom));
+	if (rc < 0) {
+		fprintf(stderr, "memory_op %u: %s\n", cmd, strerror(-rc));
+		exit(1);
+	}
+	return rc;
+}
+
+/*
+ * Let this domain hold EXTRA pages beyond what it has: raise its memory limit
+ * if needed, which only dom0 may do to itself (a domU needs maxmem above its
+ * memory).  Returns 1 if raised (*ORIG_KB: the limit to restore), 0 if not.
  */
 static inline int raise_mem_limit(uint64_t extra, uint64_t *orig_kb)
 {
-	struct xen_domctl *d = hcall_buf(sizeof(*d));
-	uint64_t need;
-	long rc = do_domctl(d, XEN_DOMCTL_getdomaininfo, 0);
+	uint64_t need = (own_reservation(XENMEM_current_reservation) + extra) * 4;
+	long rc;
 
-	if (rc) {
-		fprintf(stderr, "getdomaininfo: %s\n", strerror(-rc));
-		exit(1);
-	}
-	*orig_kb = d->u.getdomaininfo.max_pages * 4;
-	need = (d->u.getdomaininfo.tot_pages + extra) * 4;
-	munmap(d, sizeof(*d));
+	*orig_kb = own_reservation(XENMEM_maximum_reservation) * 4;
 	if (need <= *orig_kb)
 		return 0;
 	rc = set_max_mem(need);
 	if (rc) {
-		fprintf(stderr, "max_mem: %s\n", strerror(-rc));
+		fprintf(stderr, "max_mem: %s (%llu pages more needed; a domU needs maxmem above its memory)\n",
+			strerror(-rc), (unsigned long long)extra);
 		exit(1);
 	}
 	return 1;
 }
 
-/* The largest machine frame number of this host (XEN_SYSCTL_physinfo). */
+/*
+ * The largest machine frame number of this host: XEN_SYSCTL_physinfo in dom0,
+ * XENMEM_maximum_ram_page (one past the highest RAM frame) in a domU.
+ */
 static inline uint64_t host_max_mfn(void)
 {
 	struct xen_sysctl *sysctl = hcall_buf(sizeof(*sysctl));
@@ -207,12 +232,16 @@ static inline uint64_t host_max_mfn(void)
 
 	sysctl->cmd = XEN_SYSCTL_physinfo;
 	rc = do_sysctl(sysctl);
-	if (rc) {
+	max = sysctl->u.physinfo.max_mfn;
+	munmap(sysctl, sizeof(*sysctl));
+	if (rc == -EPERM) {
+		rc = hypercall(__HYPERVISOR_memory_op, XENMEM_maximum_ram_page, 0, 0, 0);
+		max = rc - 1;
+	}
+	if (rc < 0) {
 		fprintf(stderr, "physinfo: %s\n", strerror(-rc));
 		exit(1);
 	}
-	max = sysctl->u.physinfo.max_mfn;
-	munmap(sysctl, sizeof(*sysctl));
 	return max;
 }
 

@@ -7,11 +7,12 @@
  *   swrace [--seconds S] [--rounds N] [--frames F] [--threads T] [--ops K]
  *          [--seed X]
  *
- * dom0 gives itself F frames that its kernel never sees (XENMEM_populate_physmap
- * at pseudo-physical frames far above its RAM, after raising its own memory
- * limit by as many pages), so they have no mapping anywhere and can be pinned
- * as L1 tables.  T threads, each pinned to its own vCPU, start every round
- * together and each issue K random operations on random frames among the F:
+ * The domain (dom0, or a PV domU) gives itself F frames that its kernel never
+ * sees (XENMEM_populate_physmap at pseudo-physical frames far above its RAM;
+ * dom0 raises its own memory limit by as many pages, a domU needs maxmem), so
+ * they have no mapping anywhere and can be pinned as L1 tables.  T threads,
+ * each pinned to its own vCPU, start every round together and each issue K
+ * random operations on random frames among the F:
  *
  *   mark     MMUEXT_MARK_SEMI_WRITABLE
  *   unmark   MMUEXT_UNMARK_SEMI_WRITABLE
@@ -197,7 +198,7 @@ static void one_op(struct worker *w)
 static int bad_frame(uint8_t *buf, uint64_t mfn, int gone_frame)
 {
 	unsigned int kind;
-	long rc = pv_iommu_audit(0, mfn, 1, buf, NULL, NULL);
+	long rc = pv_iommu_audit(self_domid(), mfn, 1, buf, NULL, NULL);
 
 	if (rc) {
 		fprintf(stderr, "swrace: audit of %#llx: %s\n", (unsigned long long)mfn, strerror(-rc));
@@ -295,7 +296,7 @@ static void cleanup(struct worker *w)
 				(unsigned long long)slots[i].mfn);
 	}
 	if (raised && set_max_mem(orig_max_kb))
-		fprintf(stderr, "swrace: could not restore dom0's memory limit\n");
+		fprintf(stderr, "swrace: could not restore the memory limit\n");
 }
 
 static unsigned long arg_num(const char *opt, const char *v, unsigned long lo, unsigned long hi)
