@@ -213,14 +213,15 @@ class Session:
             if not ok:
                 raise ToolError("%s refused ptcache %s=%s: %s" % (self.where, name, value, msg))
 
-    def run(self, name, argv):
+    def run(self, name, argv, timeout=None):
+        """Measure workload NAME with ARGV; TIMEOUT (seconds) overrides the workload's own."""
         w = workloads.get(name)
         argv = w.check_args(argv)
         cmd = self.measure_command(w, argv)
         log("%s: %s" % (self.where, cmd))
         t0 = time.monotonic()
         trace_at = self.tb.fault_trace_size()
-        status, lines = self.tb.run(cmd, timeout=w.timeout(argv))
+        status, lines = self.tb.run(cmd, timeout=timeout or w.timeout(argv))
         if status == 125:
             raise ToolError("xenperfc could not read Xen's counters in dom0:\n%s" % "\n".join(lines[-10:]))
         self.check_status(status, lines)

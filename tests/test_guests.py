@@ -8,7 +8,7 @@ flushes the domU's page tables cost, as in dom0; a mark must never reach a frame
 domain (dom0's, a free one, one granted to the domU, or the domU's from dom0); and swrace and
 dmasweep, run in the domU, must find no page table the domU's device can reach. The PVH domUs
 (hap=1, hap=0) are where seed 002's shadow against nested paging runs; here both boot in one
--icount boot, as in reproduce's seed stage, and Xen's counters must show the shadow paging.
+boot and run the seed stage's workloads, and Xen's counters must show the shadow paging.
 """
 
 import pytest
@@ -41,9 +41,11 @@ def boot(tmp_path, smp=2, **kw):
 
 @pytest.mark.testbed
 def test_pvh_domus_with_hap_and_with_shadow_paging(tmp_path):
-    """Both PVH kinds in one -icount boot, as reproduce's seed stage runs them (seed 002)."""
+    """Both PVH kinds in one boot, with the seed stage's runs (seed 002). Not under -icount as
+    in reproduce: there a PVH domU hangs now and then (README, "Seed 002 on Xen"); counts
+    decide here, and they do not depend on it."""
     plan = seed.Plan(rounds=1, fork_max_kb=1024, fork_n=2, tlb_max_kb=64, tlb_accesses=1000, forks=20)
-    with boot(tmp_path, icount=True) as tb:
+    with boot(tmp_path) as tb:
         paging, runs = seed.run_plan(tb, plan, print)
     # Xen's own word on how each domU's memory is translated.
     assert paging == {"hap1": "hap, 4 levels", "hap0": "shadowed 4-on-4"}, paging
@@ -100,6 +102,9 @@ def test_marks_across_domains_are_refused(passthrough):
     domu_frames = tb.check("xenpvsw audit %d writable | tail -n 4" % g.domid)
     free_frames = tb.check("xenpvsw audit %d free | tail -n 4" % g.domid)
     assert len(dom0_frames) == len(domu_frames) == len(free_frames) == 4
+    # The domU may audit itself, and is not told which frames it does not own are free.
+    assert g.check("xenpvsw audit $FLUSHLESS_DOMID writable | grep -c .")[-1] != "0"
+    assert g.check("xenpvsw audit $FLUSHLESS_DOMID free | grep -c . || true")[-1] == "0"
     # The domU marks frames it does not own: dom0's, and free ones.
     _, out = g.run("xenpvsw mark %s" % " ".join(dom0_frames + free_frames))
     assert mark_results(out) == [EINVAL] * 8, out
