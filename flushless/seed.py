@@ -3,10 +3,11 @@ domUs of one -icount boot, one with nested paging (hap=1), one with shadow pagin
 
 Both domUs live through the whole boot and take turns, the order swapped every round, so
 that drift within the boot falls on both: first the rounds of forks, then those of
-tlb_bench, then one more forkbench each (after tlb_bench a shadow-paged fork costs several
-times as much). dom0 reads Xen's counters around every run: forkbench gives Xen's
-shadow-paging work and the VM exits per fork. Writes
-RESULTS/seed_xen.json and .csv; `reproduce` stage 'seed'.
+tlb_bench, then one more forkbench each (whether tlb_bench's large maps leave shadow paging
+slower). dom0 reads Xen's counters around every run: forkbench gives Xen's shadow-paging
+work and the VM exits per fork. Writes RESULTS/seed_xen.json and .csv, and the page-walk
+model (evaluation/pagewalk.py) calibrated on the host's tlb_bench, RESULTS/seed_model.json
+and .csv; `reproduce` stage 'seed'.
 """
 
 import dataclasses
@@ -91,8 +92,8 @@ def run_plan(tb, plan, progress):
                     out.append({"round": r, "phase": phase, "label": label, "kind": kind, "workload": name,
                                 "rec": rec})
 
-        # The forks first: after tlb_bench's large maps a shadow-paged fork costs several times
-        # as much (same counts per fork), which the last phase measures apart.
+        # The forks first, tlb_bench's large maps after them, and a last forkbench to see
+        # whether those maps left shadow paging slower (README, "Seed 002 on Xen").
         for r in range(plan.rounds):
             run(r, "fork", fork)
         for r in range(plan.rounds):
