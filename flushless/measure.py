@@ -42,6 +42,8 @@ SEMI_WRITABLE_COUNTERS = {
     "pv_semi_writable_mark": "semi_writable_mark",
     "pv_semi_writable_unmark": "semi_writable_unmark",
     "pv_semi_writable_refused": "semi_writable_refused",
+    # The IOTLB flushes the marks of one mmuext_op shared (patches/xen/0004).
+    "pv_semi_writable_flush": "semi_writable_flush",
 }
 
 # Upstream's counters of IOMMU superpage work: a map that completes a 2 MiB run coalesces it

@@ -139,6 +139,11 @@ WORKLOADS = {w.name: w for w in [
               Opt("threads", lo=2, hi=16), Opt("ops", lo=1, hi=64), Opt("seed", lo=1, hi=2 ** 63)],
              timeout=lambda a: 600 + 3 * _arg(a, "seconds", 10), guest_only=True,
              lift=("rounds", "bad_states")),
+    Workload("iotlbrace", "a page marked in a batch is pinned as a page table inside the shared IOTLB "
+                          "flush's window; the edu device must not read it (boot with iommu-test-flush-delay)",
+             [Opt("rounds", lo=1, hi=100000), Opt("wait-ms", lo=0, hi=10000)],
+             timeout=lambda a: 300 + 5 * _arg(a, "rounds", 20), guest_only=True,
+             lift=("rounds", "warm_ok", "pinned_in_window", "refused_in_window", "bad_reads", "after_faulted")),
     Workload("dmasweep", "the edu device reads every frame of dom0's RAM; QEMU's VT-d trace says which "
                          "reads it refused (run with --icount: edu's DMA waits 100 ms of virtual time)",
              [Opt("max-frames", lo=0, hi=2 ** 40)],

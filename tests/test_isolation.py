@@ -6,6 +6,11 @@ dom0's IOMMU. The testbed-only delay (testbed/xen/) widens the window between a 
 state change and its IOMMU update; with it the test must find the race of the design
 before issue 8 (tests/fixtures/xen-old-design) and none in patches/xen.
 
+iotlbrace checks what the audit cannot see, the device's IOTLB: a page marked in a batch
+(one shared flush, patches/xen 0004) is pinned inside the flush's widened window and the
+edu device reads it. It must fail with the batch letting its pages go before the flush
+(tests/fixtures/xen-shared-flush-broken).
+
 dmasweep lets QEMU's edu device read dom0's frames after a busy state, the cache off and
 on; QEMU's own VT-d trace says which reads were refused. FLUSHLESS_DMASWEEP_FRAMES sets
 how many frames (0: every frame of dom0's RAM, about 17 minutes per sweep).
@@ -25,6 +30,10 @@ pytestmark = pytest.mark.testbed
 
 DELAY = ("iommu-test-map-delay=500",)
 OLD_DESIGN = sorted(glob.glob(os.path.join(REPO, "tests", "fixtures", "xen-old-design", "*.patch")))
+# iotlbrace: the shared flush of a batch of marks waits 500 ms, longer than the pin (50 ms in)
+# and the device's read of the pinned page (two DMAs of 100 ms).
+FLUSH_DELAY = ("iommu-test-flush-delay=500000",)
+SHARED_FLUSH_BROKEN = sorted(glob.glob(os.path.join(REPO, "tests", "fixtures", "xen-shared-flush-broken", "*.patch")))
 SWRACE = ["--rounds", "5000", "--seconds", "0"]
 CHURN = ["--duration", "10", "--rate", "600", "--tabs", "4", "--resident", "8"]
 SWEEP_FRAMES = os.environ.get("FLUSHLESS_DMASWEEP_FRAMES", "1500")
@@ -60,6 +69,30 @@ def test_swrace_finds_the_old_designs_race(tmp_path):
     # The same test against the design it was written to catch: it must fail there.
     rec = swrace(build.Parts("debian", xen_series=OLD_DESIGN).ensure(), tmp_path, DELAY)
     assert rec["bad_states"] > 0, rec["result"]
+
+
+def iotlbrace(parts, tmp_path):
+    with boot(parts, tmp_path, xen_args=FLUSH_DELAY) as tb:
+        rec = measure.Session(tb).run("iotlbrace", ["--rounds", "8", "--wait-ms", "50"])
+    print("iotlbrace:", rec["result"])
+    # Every round the device read F first (so its IOTLB held F) and could not once F was a
+    # page table after the flush: the check sees both outcomes.
+    assert rec["warm_ok"] == rec["rounds"] == 8 and rec["after_faulted"] == 8, rec["result"]
+    return rec
+
+
+def test_iotlbrace_no_page_table_read_through_a_stale_iotlb(tmp_path):
+    # patches/xen 0004: the batch holds its pages until the shared flush, so the pin inside the
+    # window is refused every round, and the device never reads F as a page table.
+    rec = iotlbrace(build.Parts("debian").ensure(), tmp_path)
+    assert rec["refused_in_window"] == 8 and rec["bad_reads"] == 0, rec["result"]
+
+
+def test_iotlbrace_finds_the_broken_shared_flush(tmp_path):
+    # The same test where the batch lets its pages go before the flush: it must fail there.
+    rec = iotlbrace(build.Parts("debian", xen_series=build.patches("xen") + SHARED_FLUSH_BROKEN).ensure(),
+                    tmp_path)
+    assert rec["pinned_in_window"] > 0 and rec["bad_reads"] > 0, rec["result"]
 
 
 @pytest.fixture(scope="module")

@@ -28,6 +28,9 @@
  *   pintree  MMUEXT_PIN_L2/L3/L4_TABLE: the frame and the frames its first
  *            entries lead to become a tree of page tables at once (the
  *            xen-only design batches the IOTLB flush of such a pin)
+ *   marks    2-4 MMUEXT_MARK_SEMI_WRITABLE in one hypercall, on random
+ *            frames: Xen flushes the IOTLB once for them (patches/xen 0004)
+ *            and holds each page writable until then
  *
  * Then thread 0 looks every frame of the round up with XEN_DOMCTL_pv_iommu_audit
  * (patches/xen/0003): a frame Xen flags as a violation (a page of ours that
@@ -43,9 +46,10 @@
 
 #include "privcmd.h"
 
-enum { OP_MARK, OP_UNMARK, OP_PIN, OP_UNPIN, OP_WRITABLE, OP_GIVEBACK, OP_LINK, OP_PINTREE, NOPS };
+enum { OP_MARK, OP_UNMARK, OP_PIN, OP_UNPIN, OP_WRITABLE, OP_GIVEBACK, OP_LINK, OP_PINTREE, OP_MARKS,
+       NOPS };
 static const char *const op_names[NOPS] = {
-	"mark", "unmark", "pin", "unpin", "writable", "giveback", "link", "pintree",
+	"mark", "unmark", "pin", "unpin", "writable", "giveback", "link", "pintree", "marks",
 };
 /* Outcomes tallied per operation. */
 enum { RES_OK, RES_BUSY, RES_INVAL, RES_OTHER, NRES };
@@ -57,6 +61,7 @@ enum { RES_OK, RES_BUSY, RES_INVAL, RES_OTHER, NRES };
 
 #define MAX_FRAMES	64
 #define MAX_THREADS	16
+#define MAX_MARKS	4	/* marks in one hypercall (op "marks") */
 
 static unsigned int nframes = 4, nthreads, ops_per_round = 4;
 static unsigned long max_rounds, seconds = 10;
@@ -162,6 +167,20 @@ static void link_entry(struct worker *w, uint64_t mfn, uint64_t r)
 					DOMID_SELF));
 }
 
+/* 2 to MAX_MARKS marks in one call: the first frame's and random others'. */
+static void mark_batch(struct worker *w, uint64_t r)
+{
+	unsigned int i, n = 2 + (r >> 16) % (MAX_MARKS - 1);
+
+	for (i = 0; i < n; i++) {
+		w->op[i].cmd = MMUEXT_MARK_SEMI_WRITABLE;
+		w->op[i].arg1.mfn = __atomic_load_n(&slots[(r >> (8 + 6 * i)) % nframes].mfn,
+						    __ATOMIC_ACQUIRE);
+	}
+	count(w->id, OP_MARKS, hypercall(__HYPERVISOR_mmuext_op, (uintptr_t)w->op, n, 0,
+					 DOMID_SELF));
+}
+
 static void one_op(struct worker *w)
 {
 	uint64_t r = xorshift(&w->rng);
@@ -189,6 +208,10 @@ static void one_op(struct worker *w)
 	}
 	if (op == OP_PINTREE) {
 		count(w->id, op, mmuext1(w->op, MMUEXT_PIN_L2_TABLE + (r >> 16) % 3, mfn));
+		return;
+	}
+	if (op == OP_MARKS) {
+		mark_batch(w, r);
 		return;
 	}
 	count(w->id, op, mmuext1(w->op, cmds[op], mfn));
@@ -354,7 +377,7 @@ int main(int argc, char **argv)
 	for (i = 0; i < nthreads; i++) {
 		workers[i].id = i;
 		workers[i].rng = seed * 0x9e3779b97f4a7c15ULL + i + 1;
-		workers[i].op = hcall_buf(sizeof(struct mmuext_op));
+		workers[i].op = hcall_buf(MAX_MARKS * sizeof(struct mmuext_op));
 		workers[i].upd = hcall_buf(sizeof(struct mmu_update));
 		workers[i].res = hcall_buf(sizeof(struct xen_memory_reservation));
 		workers[i].ext = hcall_buf(sizeof(xen_pfn_t));

@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * iotlbrace - can a page that a batch of marks took out of the IOMMU become a
+ * page table while the device's IOTLB may still hold it?  Xen shares one
+ * IOTLB flush among the marks of one mmuext_op (patches/xen 0004) and keeps
+ * each page writable until that flush; this checks it with the device.
+ *
+ *   iotlbrace [--rounds N] [--wait-ms W]
+ *
+ * Boot Xen with iommu-test-flush-delay=US (testbed/xen): the shared flush
+ * then waits US first, a window wide enough for a DMA.  Frames of our own:
+ * F (entry 0 maps G read-only, so F holds a valid L1 table whose first
+ * bytes are not zero), G, and R (the device writes what it read there).
+ * Each round:
+ *
+ *   1. F and G writable and unmarked; QEMU's edu reads F's first 8 bytes
+ *      (warm: the read must succeed, and leaves F in the IOTLB);
+ *   2. thread A marks F and G in one hypercall (Xen: unmap both, wait,
+ *      flush, let go); thread B waits W ms, inside that window, and tries to
+ *      pin F as an L1 table.  If the pin succeeds the device reads F again:
+ *      it must fault;
+ *   3. after A's call, B pins F (now marked and flushed) and the device reads
+ *      it: it must fault (the check can see a fault);
+ *   4. F unpinned, F and G unmarked (back in the IOMMU).
+ *
+ * Each read takes three DMAs of 100 ms (edu's timer): the flush delay must be
+ * longer than W + 200 ms.  Prints "result ops=N time_us=T
+ * rounds=R warm_ok=W pinned_in_window=P refused_in_window=F bad_reads=B
+ * after_faulted=A", bad_reads counting reads of F while it was a page table.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <time.h>
+
+#include "edu.h"
+
+#define PTE_PRESENT	0x1ULL
+
+static unsigned long rounds = 20, wait_ms = 50;
+static uint64_t f_mfn, g_mfn, r_mfn, entry0;
+static volatile uint64_t *result;
+static pthread_barrier_t barrier;
+static struct mmuext_op *ops_a, *ops_b;
+static unsigned long warm_ok, pinned_in_window, refused_in_window, bad_reads, after_faulted;
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000ULL + ts.tv_nsec / 1000;
+}
+
+static long mmuext(struct mmuext_op *op, unsigned int n)
+{
+	return hypercall(__HYPERVISOR_mmuext_op, (uintptr_t)op, n, 0, DOMID_SELF);
+}
+
+static long mmuext1(struct mmuext_op *op, unsigned int cmd, uint64_t mfn)
+{
+	op->cmd = cmd;
+	op->arg1.mfn = mfn;
+	return mmuext(op, 1);
+}
+
+/*
+ * The device's buffer is loaded with ~0 from R, then reads F's first 8 bytes
+ * and writes them back to R: entry0 if it read F, anything else if the read
+ * faulted (QEMU's unassigned memory reads 0; an aborted read leaves ~0).
+ */
+static uint64_t device_reads_f(void)
+{
+	*result = ~0ULL;
+	if (edu_dma_len(r_mfn << 12, EDU_BUF, 8, 0) || edu_dma_len(f_mfn << 12, EDU_BUF, 8, 0) ||
+	    edu_dma_len(EDU_BUF, r_mfn << 12, 8, 1))
+		exit(1);
+	return *result;
+}
+
+/* Map one of our own frames through privcmd, writable. */
+static void *map_own(uint64_t mfn)
+{
+	xen_pfn_t arr = mfn;
+	int err = 0;
+	void *p = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, privcmd_fd, 0);
+	struct privcmd_mmapbatch_v2 batch = {
+		.num = 1, .dom = DOMID_SELF, .addr = (uintptr_t)p, .arr = &arr, .err = &err,
+	};
+
+	if (p == MAP_FAILED || ioctl(privcmd_fd, IOCTL_PRIVCMD_MMAPBATCH_V2, &batch) || err) {
+		fprintf(stderr, "iotlbrace: cannot map frame %#llx\n", (unsigned long long)mfn);
+		exit(1);
+	}
+	return p;
+}
+
+static void *thread_a(void *arg)
+{
+	unsigned long i;
+
+	(void)arg;
+	for (i = 0; i < rounds; i++) {
+		pthread_barrier_wait(&barrier);		/* warm read done */
+		ops_a[0].cmd = ops_a[1].cmd = MMUEXT_MARK_SEMI_WRITABLE;
+		ops_a[0].arg1.mfn = f_mfn;
+		ops_a[1].arg1.mfn = g_mfn;
+		if (mmuext(ops_a, 2)) {
+			fprintf(stderr, "iotlbrace: round %lu: marking F and G failed\n", i);
+			exit(1);
+		}
+		pthread_barrier_wait(&barrier);		/* marks done */
+		pthread_barrier_wait(&barrier);		/* round done */
+	}
+	return NULL;
+}
+
+static void set_cpu(int cpu)
+{
+	cpu_set_t cpus;
+
+	CPU_ZERO(&cpus);
+	CPU_SET(cpu, &cpus);
+	if (sched_setaffinity(0, sizeof(cpus), &cpus))
+		die("sched_setaffinity");
+}
+
+static unsigned long arg_num(const char *opt, const char *v, unsigned long lo, unsigned long hi)
+{
+	char *end;
+	unsigned long n;
+
+	errno = 0;
+	n = strtoul(v ? v : "", &end, 0);
+	if (!v || errno || *end || end == v || n < lo || n > hi) {
+		fprintf(stderr, "iotlbrace: %s takes a number from %lu to %lu\n", opt, lo, hi);
+		exit(2);
+	}
+	return n;
+}
+
+int main(int argc, char **argv)
+{
+	struct xen_memory_reservation *res;
+	struct timespec wait;
+	pthread_attr_t attr;
+	cpu_set_t cpus;
+	pthread_t a;
+	xen_pfn_t *ext;
+	uint64_t orig_kb, t0, *f;
+	unsigned long i;
+	int raised, n;
+
+	for (n = 1; n < argc; n++) {
+		const char *v = n + 1 < argc ? argv[n + 1] : NULL;
+
+		if (!strcmp(argv[n], "--rounds"))
+			rounds = arg_num(argv[n], v, 1, 100000);
+		else if (!strcmp(argv[n], "--wait-ms"))
+			wait_ms = arg_num(argv[n], v, 0, 10000);
+		else {
+			fprintf(stderr, "iotlbrace: unknown argument '%s' (--rounds --wait-ms)\n", argv[n]);
+			return 2;
+		}
+		n++;
+	}
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+		fprintf(stderr, "iotlbrace: needs 2 vCPUs\n");
+		return 2;
+	}
+	privcmd_open("iotlbrace");
+	edu_open();
+	ops_a = hcall_buf(2 * sizeof(*ops_a));
+	ops_b = hcall_buf(sizeof(*ops_b));
+	res = hcall_buf(sizeof(*res));
+	ext = hcall_buf(sizeof(*ext));
+	raised = raise_mem_limit(3, &orig_kb);
+	f_mfn = populate(res, ext, OWN_GPFN_BASE);
+	g_mfn = populate(res, ext, OWN_GPFN_BASE + 1);
+	r_mfn = populate(res, ext, OWN_GPFN_BASE + 2);
+	if (!f_mfn || !g_mfn || !r_mfn) {
+		fprintf(stderr, "iotlbrace: cannot populate 3 frames\n");
+		return 1;
+	}
+	mmuext1(ops_b, MMUEXT_CLEAR_PAGE, g_mfn);
+	/* F: a valid L1 table whose entry 0 maps G read-only.  Unmapped again
+	 * before any pin: our writable mapping would hold F writable. */
+	entry0 = (g_mfn << 12) | PTE_PRESENT;
+	f = map_own(f_mfn);
+	memset(f, 0, PAGE);
+	f[0] = entry0;
+	munmap(f, PAGE);
+	result = map_own(r_mfn);
+
+	pthread_barrier_init(&barrier, NULL, 2);
+	CPU_ZERO(&cpus);
+	CPU_SET(0, &cpus);
+	pthread_attr_init(&attr);
+	pthread_attr_setaffinity_np(&attr, sizeof(cpus), &cpus);
+	if (pthread_create(&a, &attr, thread_a, NULL))
+		die("pthread_create");
+	set_cpu(1);
+	wait.tv_sec = wait_ms / 1000;
+	wait.tv_nsec = (wait_ms % 1000) * 1000000L;
+	t0 = now_us();
+	for (i = 0; i < rounds; i++) {
+		uint64_t got;
+
+		/* 1. F writable and in the IOMMU: the device reads entry 0. */
+		got = device_reads_f();
+		warm_ok += got == entry0;
+		pthread_barrier_wait(&barrier);
+		/* 2. Inside A's hypercall: F is out of the IOMMU, the flush waits. */
+		nanosleep(&wait, NULL);
+		if (!mmuext1(ops_b, MMUEXT_PIN_L1_TABLE, f_mfn)) {
+			pinned_in_window++;
+			got = device_reads_f();
+			if (got == entry0) {
+				bad_reads++;
+				fprintf(stderr, "iotlbrace: round %lu: the device read F while it was a page table\n", i);
+			}
+			mmuext1(ops_b, MMUEXT_UNPIN_TABLE, f_mfn);
+		} else {
+			refused_in_window++;
+		}
+		pthread_barrier_wait(&barrier);
+		/* 3. Marked and flushed: a page table the device cannot read. */
+		if (mmuext1(ops_b, MMUEXT_PIN_L1_TABLE, f_mfn)) {
+			fprintf(stderr, "iotlbrace: round %lu: F did not pin after the marks\n", i);
+			return 1;
+		}
+		got = device_reads_f();
+		after_faulted += got != entry0;
+		if (got == entry0) {
+			bad_reads++;
+			fprintf(stderr, "iotlbrace: round %lu: the device read F after the flush\n", i);
+		}
+		/* 4. Back to writable and in the IOMMU. */
+		if (mmuext1(ops_b, MMUEXT_UNPIN_TABLE, f_mfn) ||
+		    mmuext1(ops_b, MMUEXT_UNMARK_SEMI_WRITABLE, f_mfn) ||
+		    mmuext1(ops_b, MMUEXT_UNMARK_SEMI_WRITABLE, g_mfn)) {
+			fprintf(stderr, "iotlbrace: round %lu: cannot undo the round\n", i);
+			return 1;
+		}
+		pthread_barrier_wait(&barrier);
+	}
+	pthread_join(a, NULL);
+	t0 = now_us() - t0;
+
+	munmap((void *)result, PAGE);
+	decrease(res, ext, f_mfn);
+	decrease(res, ext, g_mfn);
+	decrease(res, ext, r_mfn);
+	if (raised && set_max_mem(orig_kb))
+		fprintf(stderr, "iotlbrace: could not restore the memory limit\n");
+	printf("result ops=%lu time_us=%llu rounds=%lu warm_ok=%lu pinned_in_window=%lu "
+	       "refused_in_window=%lu bad_reads=%lu after_faulted=%lu wait_ms=%lu\n", rounds,
+	       (unsigned long long)t0, rounds, warm_ok, pinned_in_window, refused_in_window, bad_reads,
+	       after_faulted, wait_ms);
+	return 0;
+}
