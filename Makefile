@@ -2,7 +2,7 @@
 PYTHON ?= python3
 FLUSHLESS = $(PYTHON) -m flushless
 
-.PHONY: all deps build test test-unit test-testbed check-series reproduce clean
+.PHONY: all deps build test test-all test-unit test-testbed check-series reproduce clean
 
 all: build
 
@@ -12,9 +12,14 @@ deps:
 build: deps
 	$(FLUSHLESS) build
 
-# Everything: unit tests, native workloads, the testbed. Builds first, outside pytest, so
-# a cold build (about 15 minutes) shows its progress.
+# Unit tests, native workloads, the testbed: everything but the tests marked slow (the quick
+# reproduce end to end), within about 15 minutes warm. Builds first, outside pytest, so a
+# cold build (about 15 minutes) shows its progress.
 test: build
+	$(PYTHON) -m pytest -v -p no:cacheprovider --durations=15 -m "not slow" tests
+
+# Everything, the slow tests too.
+test-all: build
 	$(PYTHON) -m pytest -v -p no:cacheprovider --durations=15 tests
 
 test-unit:

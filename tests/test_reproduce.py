@@ -12,7 +12,9 @@ import pytest
 from flushless import report, study
 from flushless.build import REPO
 
-pytestmark = pytest.mark.testbed
+# 7 minutes: beyond make test's budget. make test-all runs it; every make reproduce runs the
+# same stages and writes the same comparison.
+pytestmark = [pytest.mark.testbed, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
