@@ -143,7 +143,8 @@ WORKLOADS = {w.name: w for w in [
                           "flush's window; the edu device must not read it (boot with iommu-test-flush-delay)",
              [Opt("rounds", lo=1, hi=100000), Opt("wait-ms", lo=0, hi=10000)],
              timeout=lambda a: 300 + 5 * _arg(a, "rounds", 20), guest_only=True,
-             lift=("rounds", "warm_ok", "pinned_in_window", "refused_in_window", "bad_reads", "after_faulted")),
+             lift=("rounds", "warm_ok", "pinned_in_window", "refused_in_window", "outside_window", "bad_reads",
+                   "after_faulted")),
     Workload("dmasweep", "the edu device reads every frame of dom0's RAM; QEMU's VT-d trace says which "
                          "reads it refused (run with --icount: edu's DMA waits 100 ms of virtual time)",
              [Opt("max-frames", lo=0, hi=2 ** 40)],

@@ -74,6 +74,9 @@ def test_guest_only_counts_and_dmasweep(tmp_path):
     assert sweep["pagetable_frames_readable"] == 0 and sweep["writable_frames_faulted"] == 0, sweep
 
 
+# A claim about which Xen the mode needs, not about isolation: beyond make test's budget,
+# make test-all runs it.
+@pytest.mark.slow
 def test_guest_only_runs_on_xen_without_the_hypervisor_series(tmp_path):
     # Xen with patches/xen's first patch only: perf counters, no functional change, no mark.
     parts = build.Parts(GUEST_ONLY.kernel, xen_series=build.patches("xen")[:1]).ensure()

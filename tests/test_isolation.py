@@ -55,6 +55,9 @@ def swrace(parts, tmp_path, xen_args=()):
     return rec
 
 
+# The same race with the window widened (next test) is the stronger check: beyond make test's
+# budget, make test-all runs this one too.
+@pytest.mark.slow
 def test_swrace_no_bad_state(tmp_path):
     rec = swrace(build.Parts("debian").ensure(), tmp_path)
     assert rec["bad_states"] == 0 and rec["invariant_violations"] == 0, rec["result"]
@@ -82,17 +85,19 @@ def iotlbrace(parts, tmp_path):
 
 
 def test_iotlbrace_no_page_table_read_through_a_stale_iotlb(tmp_path):
-    # patches/xen 0004: the batch holds its pages until the shared flush, so the pin inside the
-    # window is refused every round, and the device never reads F as a page table.
+    # patches/xen 0004: the batch holds its pages until the shared flush, so a pin inside the
+    # window is refused, and the device never reads F as a page table. Most rounds must land
+    # in the window (host scheduling can delay a thread past it: such rounds prove nothing).
     rec = iotlbrace(build.Parts("debian").ensure(), tmp_path)
-    assert rec["refused_in_window"] == 8 and rec["bad_reads"] == 0, rec["result"]
+    assert rec["pinned_in_window"] == 0 and rec["bad_reads"] == 0, rec["result"]
+    assert rec["refused_in_window"] >= 5, rec["result"]
 
 
 def test_iotlbrace_finds_the_broken_shared_flush(tmp_path):
     # The same test where the batch lets its pages go before the flush: it must fail there.
     rec = iotlbrace(build.Parts("debian", xen_series=build.patches("xen") + SHARED_FLUSH_BROKEN).ensure(),
                     tmp_path)
-    assert rec["pinned_in_window"] > 0 and rec["bad_reads"] > 0, rec["result"]
+    assert rec["pinned_in_window"] >= 5 and rec["bad_reads"] > 0, rec["result"]
 
 
 @pytest.fixture(scope="module")

@@ -25,8 +25,10 @@
  *
  * Each read takes three DMAs of 100 ms (edu's timer): the flush delay must be
  * longer than W + 200 ms.  Prints "result ops=N time_us=T
- * rounds=R warm_ok=W pinned_in_window=P refused_in_window=F bad_reads=B
- * after_faulted=A", bad_reads counting reads of F while it was a page table.
+ * rounds=R warm_ok=W pinned_in_window=P refused_in_window=F
+ * outside_window=O bad_reads=B after_faulted=A": a pin counts as in the window
+ * only if its hypercall ran wholly inside A's (host scheduling can delay
+ * either thread), and bad_reads counts reads of F while it was a page table.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -44,6 +46,10 @@ static volatile uint64_t *result;
 static pthread_barrier_t barrier;
 static struct mmuext_op *ops_a, *ops_b;
 static unsigned long warm_ok, pinned_in_window, refused_in_window, bad_reads, after_faulted;
+/* Pins that did not run wholly inside A's call (host scheduling): they prove nothing. */
+static unsigned long outside_window;
+/* A's call, each round: the window a pin must fall in. */
+static volatile uint64_t a_start, a_end;
 
 static uint64_t now_us(void)
 {
@@ -112,10 +118,12 @@ static void *thread_a(void *arg)
 		ops_a[0].cmd = ops_a[1].cmd = MMUEXT_MARK_SEMI_WRITABLE;
 		ops_a[0].arg1.mfn = f_mfn;
 		ops_a[1].arg1.mfn = g_mfn;
+		a_start = now_us();
 		if (mmuext(ops_a, 2)) {
 			fprintf(stderr, "iotlbrace: round %lu: marking F and G failed\n", i);
 			exit(1);
 		}
+		a_end = now_us();
 		pthread_barrier_wait(&barrier);		/* marks done */
 		pthread_barrier_wait(&barrier);		/* round done */
 	}
@@ -211,7 +219,8 @@ int main(int argc, char **argv)
 	wait.tv_nsec = (wait_ms % 1000) * 1000000L;
 	t0 = now_us();
 	for (i = 0; i < rounds; i++) {
-		uint64_t got;
+		uint64_t got, t_pin, t_pinned;
+		int pinned;
 
 		/* 1. F writable and in the IOMMU: the device reads entry 0. */
 		got = device_reads_f();
@@ -219,18 +228,24 @@ int main(int argc, char **argv)
 		pthread_barrier_wait(&barrier);
 		/* 2. Inside A's hypercall: F is out of the IOMMU, the flush waits. */
 		nanosleep(&wait, NULL);
-		if (!mmuext1(ops_b, MMUEXT_PIN_L1_TABLE, f_mfn)) {
-			pinned_in_window++;
+		t_pin = now_us();
+		pinned = !mmuext1(ops_b, MMUEXT_PIN_L1_TABLE, f_mfn);
+		t_pinned = now_us();
+		if (pinned) {
 			got = device_reads_f();
 			if (read_f(got)) {
 				bad_reads++;
 				fprintf(stderr, "iotlbrace: round %lu: the device read F while it was a page table\n", i);
 			}
 			mmuext1(ops_b, MMUEXT_UNPIN_TABLE, f_mfn);
-		} else {
-			refused_in_window++;
 		}
 		pthread_barrier_wait(&barrier);
+		if (t_pin <= a_start || t_pinned >= a_end)
+			outside_window++;
+		else if (pinned)
+			pinned_in_window++;
+		else
+			refused_in_window++;
 		/* 3. Marked and flushed: a page table the device cannot read. */
 		if (mmuext1(ops_b, MMUEXT_PIN_L1_TABLE, f_mfn)) {
 			fprintf(stderr, "iotlbrace: round %lu: F did not pin after the marks\n", i);
@@ -261,8 +276,8 @@ int main(int argc, char **argv)
 	if (raised && set_max_mem(orig_kb))
 		fprintf(stderr, "iotlbrace: could not restore the memory limit\n");
 	printf("result ops=%lu time_us=%llu rounds=%lu warm_ok=%lu pinned_in_window=%lu "
-	       "refused_in_window=%lu bad_reads=%lu after_faulted=%lu wait_ms=%lu\n", rounds,
-	       (unsigned long long)t0, rounds, warm_ok, pinned_in_window, refused_in_window, bad_reads,
-	       after_faulted, wait_ms);
+	       "refused_in_window=%lu outside_window=%lu bad_reads=%lu after_faulted=%lu "
+	       "wait_ms=%lu\n", rounds, (unsigned long long)t0, rounds, warm_ok, pinned_in_window,
+	       refused_in_window, outside_window, bad_reads, after_faulted, wait_ms);
 	return 0;
 }
