@@ -42,7 +42,8 @@ def swrace(series, tmp_path, rounds):
 
 
 def test_xen_only_swrace_with_the_window_widened(tmp_path):
-    rec = swrace(XEN_ONLY.xen_series(), tmp_path, 5000)
+    # 3,000 rounds: the broken shape below fails from round 195 on; make test's budget.
+    rec = swrace(XEN_ONLY.xen_series(), tmp_path, 3000)
     ok = {r["op"]: r["ok"] for r in rec["rows"]}
     # Trees were pinned and the first pass took pages out: the batched path ran, concurrently.
     assert ok["pintree"] > 100 and ok["link"] > 100, rec["rows"]

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.testbed
 DELAY = ("iommu-test-map-delay=500",)
 OLD_DESIGN = sorted(glob.glob(os.path.join(REPO, "tests", "fixtures", "xen-old-design", "*.patch")))
 # iotlbrace: the shared flush of a batch of marks waits 500 ms, longer than the pin (50 ms in)
-# and the device's read of the pinned page (two DMAs of 100 ms).
+# and the device's read of the pinned page (three DMAs of 100 ms).
 FLUSH_DELAY = ("iommu-test-flush-delay=500000",)
 SHARED_FLUSH_BROKEN = sorted(glob.glob(os.path.join(REPO, "tests", "fixtures", "xen-shared-flush-broken", "*.patch")))
 SWRACE = ["--rounds", "5000", "--seconds", "0"]
