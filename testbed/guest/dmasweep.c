@@ -105,23 +105,6 @@ static unsigned long print_ranges(const char *name, const uint8_t *before, const
 	return n;
 }
 
-/* Map one of our own frames through privcmd, writable. */
-static uint8_t *map_own(uint64_t mfn)
-{
-	xen_pfn_t arr = mfn;
-	int err = 0;
-	void *p = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, privcmd_fd, 0);
-	struct privcmd_mmapbatch_v2 batch = {
-		.num = 1, .dom = DOMID_SELF, .addr = (uintptr_t)p, .arr = &arr, .err = &err,
-	};
-
-	if (p == MAP_FAILED || ioctl(privcmd_fd, IOCTL_PRIVCMD_MMAPBATCH_V2, &batch) || err) {
-		fprintf(stderr, "dmasweep: cannot map frame %#llx\n", (unsigned long long)mfn);
-		exit(1);
-	}
-	return p;
-}
-
 /* A pattern into the device from one page of ours, back out to another. */
 static int control(void)
 {

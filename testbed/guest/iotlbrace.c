@@ -91,23 +91,6 @@ static int read_f(uint64_t got)
 	return got != ~0ULL && (got & PTE_ADDR) == (entry0 & PTE_ADDR) && (got & PTE_PRESENT);
 }
 
-/* Map one of our own frames through privcmd, writable. */
-static void *map_own(uint64_t mfn)
-{
-	xen_pfn_t arr = mfn;
-	int err = 0;
-	void *p = mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, privcmd_fd, 0);
-	struct privcmd_mmapbatch_v2 batch = {
-		.num = 1, .dom = DOMID_SELF, .addr = (uintptr_t)p, .arr = &arr, .err = &err,
-	};
-
-	if (p == MAP_FAILED || ioctl(privcmd_fd, IOCTL_PRIVCMD_MMAPBATCH_V2, &batch) || err) {
-		fprintf(stderr, "iotlbrace: cannot map frame %#llx\n", (unsigned long long)mfn);
-		exit(1);
-	}
-	return p;
-}
-
 static void *thread_a(void *arg)
 {
 	unsigned long i;
@@ -140,20 +123,6 @@ static void set_cpu(int cpu)
 		die("sched_setaffinity");
 }
 
-static unsigned long arg_num(const char *opt, const char *v, unsigned long lo, unsigned long hi)
-{
-	char *end;
-	unsigned long n;
-
-	errno = 0;
-	n = strtoul(v ? v : "", &end, 0);
-	if (!v || errno || *end || end == v || n < lo || n > hi) {
-		fprintf(stderr, "iotlbrace: %s takes a number from %lu to %lu\n", opt, lo, hi);
-		exit(2);
-	}
-	return n;
-}
-
 int main(int argc, char **argv)
 {
 	struct xen_memory_reservation *res;
@@ -170,9 +139,9 @@ int main(int argc, char **argv)
 		const char *v = n + 1 < argc ? argv[n + 1] : NULL;
 
 		if (!strcmp(argv[n], "--rounds"))
-			rounds = arg_num(argv[n], v, 1, 100000);
+			rounds = arg_num("iotlbrace", argv[n], v, 1, 100000);
 		else if (!strcmp(argv[n], "--wait-ms"))
-			wait_ms = arg_num(argv[n], v, 0, 10000);
+			wait_ms = arg_num("iotlbrace", argv[n], v, 0, 10000);
 		else {
 			fprintf(stderr, "iotlbrace: unknown argument '%s' (--rounds --wait-ms)\n", argv[n]);
 			return 2;

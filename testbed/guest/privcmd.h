@@ -41,9 +41,11 @@ struct privcmd_mmapbatch_v2 {
 	_IOC(_IOC_NONE, 'P', 4, sizeof(struct privcmd_mmapbatch_v2))
 
 static int privcmd_fd = -1;
+static const char *privcmd_prog = "privcmd";
 
 static inline void privcmd_open(const char *prog)
 {
+	privcmd_prog = prog;
 	privcmd_fd = open("/dev/xen/privcmd", O_RDWR | O_CLOEXEC);
 	if (privcmd_fd < 0)
 		privcmd_fd = open("/proc/xen/privcmd", O_RDWR | O_CLOEXEC);
@@ -52,6 +54,39 @@ static inline void privcmd_open(const char *prog)
 			prog, strerror(errno));
 		exit(1);
 	}
+}
+
+/* Map one of our own frames through privcmd, writable. */
+static inline void *map_own(uint64_t mfn)
+{
+	xen_pfn_t arr = mfn;
+	int err = 0;
+	void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, privcmd_fd, 0);
+	struct privcmd_mmapbatch_v2 batch = {
+		.num = 1, .dom = DOMID_SELF, .addr = (uintptr_t)p, .arr = &arr, .err = &err,
+	};
+
+	if (p == MAP_FAILED || ioctl(privcmd_fd, IOCTL_PRIVCMD_MMAPBATCH_V2, &batch) || err) {
+		fprintf(stderr, "%s: cannot map frame %#llx\n", privcmd_prog, (unsigned long long)mfn);
+		exit(1);
+	}
+	return p;
+}
+
+/* Option OPT's value V as a number from LO to HI, or exit 2 saying so. */
+static inline unsigned long arg_num(const char *prog, const char *opt, const char *v,
+				    unsigned long lo, unsigned long hi)
+{
+	char *end;
+	unsigned long n;
+
+	errno = 0;
+	n = strtoul(v ? v : "", &end, 0);
+	if (!v || errno || *end || end == v || n < lo || n > hi) {
+		fprintf(stderr, "%s: %s takes a number from %lu to %lu\n", prog, opt, lo, hi);
+		exit(2);
+	}
+	return n;
 }
 
 /*

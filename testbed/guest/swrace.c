@@ -322,20 +322,6 @@ static void cleanup(struct worker *w)
 		fprintf(stderr, "swrace: could not restore the memory limit\n");
 }
 
-static unsigned long arg_num(const char *opt, const char *v, unsigned long lo, unsigned long hi)
-{
-	char *end;
-	unsigned long n;
-
-	errno = 0;
-	n = strtoul(v ? v : "", &end, 0);
-	if (!v || errno || *end || end == v || n < lo || n > hi) {
-		fprintf(stderr, "swrace: %s takes a number from %lu to %lu\n", opt, lo, hi);
-		exit(2);
-	}
-	return n;
-}
-
 int main(int argc, char **argv)
 {
 	struct worker workers[MAX_THREADS];
@@ -350,17 +336,17 @@ int main(int argc, char **argv)
 		const char *v = i + 1 < (unsigned int)argc ? argv[i + 1] : NULL;
 
 		if (!strcmp(argv[i], "--seconds"))
-			seconds = arg_num(argv[i], v, 0, 86400);
+			seconds = arg_num("swrace", argv[i], v, 0, 86400);
 		else if (!strcmp(argv[i], "--rounds"))
-			max_rounds = arg_num(argv[i], v, 0, 1UL << 40);
+			max_rounds = arg_num("swrace", argv[i], v, 0, 1UL << 40);
 		else if (!strcmp(argv[i], "--frames"))
-			nframes = arg_num(argv[i], v, 1, MAX_FRAMES);
+			nframes = arg_num("swrace", argv[i], v, 1, MAX_FRAMES);
 		else if (!strcmp(argv[i], "--threads"))
-			nthreads = arg_num(argv[i], v, 2, MAX_THREADS);
+			nthreads = arg_num("swrace", argv[i], v, 2, MAX_THREADS);
 		else if (!strcmp(argv[i], "--ops"))
-			ops_per_round = arg_num(argv[i], v, 1, 64);
+			ops_per_round = arg_num("swrace", argv[i], v, 1, 64);
 		else if (!strcmp(argv[i], "--seed"))
-			seed = arg_num(argv[i], v, 1, ~0UL);
+			seed = arg_num("swrace", argv[i], v, 1, ~0UL);
 		else {
 			fprintf(stderr, "swrace: unknown argument '%s' (--seconds --rounds --frames "
 				"--threads --ops --seed)\n", argv[i]);
