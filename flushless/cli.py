@@ -162,6 +162,10 @@ def make_parser():
                         "domU with QEMU's edu device passed through (pv-passthrough), or a PVH domU with "
                         "hardware-assisted (pvh-hap) or shadow paging (pvh-shadow); the domU boots the same "
                         "kernel as dom0, and --cache and the ptcache tunables apply to it")
+    r.add_argument("--aslr", choices=("on", "off"), default="off",
+                   help="user address-space randomisation where the workload runs (default off, as in every "
+                        "stage of make reproduce: with it, the page tables a process needs vary from run to "
+                        "run, and so do the counts)")
     r.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
     s = sub.add_parser("shell", help="boot the testbed with its console on this terminal (quit: Ctrl-A x)")
@@ -252,8 +256,9 @@ def cmd_run(args, rest):
         else:
             guest, session = None, measure.Session(tb)
         session.configure_ptcache(settings)
+        session.set_aslr(args.aslr == "on")
         rec = session.run(w.name, wargs)
-        rec.update({"cache": args.cache, "ptcache_settings": settings, "design": args.design, "guest": args.guest})
+        rec.update({"aslr": args.aslr, "cache": args.cache, "ptcache_settings": settings, "design": args.design, "guest": args.guest})
         if guest:
             rec.update({"domid": guest.domid, "guest_vcpus": guest.vcpus, "guest_mem_mb": guest.mem_mb,
                         "guest_boot_seconds": round(guest.boot_seconds, 1)})

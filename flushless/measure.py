@@ -193,6 +193,13 @@ class Session:
         status, _ = self.shell("test -d %s" % PTCACHE_SYSFS, timeout=30)
         return status == 0
 
+    def set_aslr(self, on):
+        """Switch user address-space randomisation where the workload runs. With it, each
+        process's layout (and so how many page tables it needs) is drawn anew."""
+        status, lines = self.shell("echo %d > /proc/sys/kernel/randomize_va_space" % (2 if on else 0), timeout=30)
+        if status != 0:
+            raise ToolError("%s: could not set randomize_va_space: %s" % (self.where, " ".join(lines[-5:])))
+
     def ptcache_set(self, name, value):
         """Write a ptcache tunable; return (ok, message). The kernel refuses bad values."""
         if name not in PTCACHE_TUNABLES:

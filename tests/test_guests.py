@@ -73,19 +73,23 @@ def test_pv_passthrough_domu_cache_off_and_on(passthrough):
     assert any("1234:11e8" in line.lower() for line in g.check("cat /sys/bus/pci/devices/*/uevent")), \
         "edu not in the domU"
     session = guests.GuestSession(tb, g)
-    per_op = {}
+    session.set_aslr(False)
+    recs = {}
     for cache in (0, 1):
         session.configure_ptcache({"enabled": cache})
         for label, argv in designs.FORKBENCH:
             rec = session.run("forkbench", argv)
             assert rec["invariant_violations"] == 0, rec["audit"]
-            per_op[(cache, label)] = rec["per_op"]
-    print({k: round(v["qi_iotlb_inv"], 3) for k, v in per_op.items()})
+            recs[(cache, label)] = rec
+    print({k: round(v["per_op"]["qi_iotlb_inv"], 3) for k, v in recs.items()})
+    # Cache off: a fork+exit costs what it costs in a strict dom0 (9.4 unmaps, one flush each,
+    # tests/test_ptcache.py), and every flush is an unmap's or a superpage coalesce's.
+    assert recs[(0, "fork+exit")]["per_op"]["iommu_unmap_type"] == pytest.approx(9.4, rel=0.1), recs
     for label, _ in designs.FORKBENCH:
-        # Cache off: the flushes the domU's page tables cost (about 9 per fork+exit in dom0).
-        assert per_op[(0, label)]["qi_iotlb_inv"] >= 5, (label, per_op[(0, label)])
+        c = recs[(0, label)]["counters"]
+        assert c["qi_iotlb_inv"] == c["iommu_unmap_type"] + c["iommu_pt_coalesces"] > 0, (label, c)
         # Cache on, warm: none.
-        assert per_op[(1, label)]["qi_iotlb_inv"] <= 0.05, (label, per_op[(1, label)])
+        assert recs[(1, label)]["per_op"]["qi_iotlb_inv"] <= 0.05, (label, recs[(1, label)]["per_op"])
 
 
 def mark_results(lines):

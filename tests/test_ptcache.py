@@ -28,6 +28,9 @@ def tb(tmp_path_factory):
 def session(tb):
     s = measure.Session(tb)
     assert s.has_ptcache()
+    # One address-space layout: with ASLR, how many page tables a process needs is drawn anew
+    # for each forkbench (11.5-12.5 unmaps per fork+exit instead of 9.4).
+    s.set_aslr(False)
     return s
 
 
@@ -46,12 +49,12 @@ def stats(session):
     return measure.parse_stats(session.tb.check("cat /sys/kernel/mm/ptcache/stats"))
 
 
-# (label, workload, args, stock figures per op on Linux 6.12 (flushless run ... --cache off, 100
-# warm-up operations): type-change unmaps, QI invalidations)
+# (label, workload, args, type-change unmaps per op on Linux 6.12 in a strict dom0 with ASLR
+# off: flushless run ... --cache off, 100 warm-up operations, 2026-11-25)
 CASES = [
-    ("fork+exit", "forkbench", ["--n", "200"], 12.5, 13.2),
-    ("fork+exec+exit", "forkbench", ["--n", "100", "--exec"], 25.4, 25.4),
-    ("fork+exit, 64 MiB touched", "forkbench", ["--n", "50", "--touch-mb", "64"], 45.9, 46.9),
+    ("fork+exit", "forkbench", ["--n", "200"], 9.37),
+    ("fork+exec+exit", "forkbench", ["--n", "100", "--exec"], 18.73),
+    ("fork+exit, 64 MiB touched", "forkbench", ["--n", "50", "--touch-mb", "64"], 42.46),
 ]
 
 
@@ -65,20 +68,20 @@ def cache_on(session, cache_off):
     return {c[0]: run(session, c[1], c[2], cache=True, warm_up=WARM_UP) for c in CASES}
 
 
-@pytest.mark.parametrize("label,name,argv,unmaps,qi", CASES)
-def test_cache_off_is_the_stock_kernel(cache_off, label, name, argv, unmaps, qi):
+@pytest.mark.parametrize("label,name,argv,unmaps", CASES)
+def test_cache_off_is_the_stock_kernel(cache_off, label, name, argv, unmaps):
     per_op = cache_off[label]["per_op"]
-    # ASLR picks how many page tables a process needs (libraries straddling a 2 MiB boundary
-    # or not): 11.5-12.5 unmaps per fork+exit between boots of the same kernel.
-    assert per_op["iommu_unmap_type"] == pytest.approx(unmaps, rel=0.15), per_op
-    # Invalidations also include Xen's IOMMU superpage shatters and coalesces, which vary
-    # from run to run (perf counters "IOMMU page table shatters/coalesces").
-    assert per_op["qi_iotlb_inv"] == pytest.approx(qi, rel=0.15), per_op
-    assert cache_off[label]["counters"]["semi_writable_mark"] == 0
+    assert per_op["iommu_unmap_type"] == pytest.approx(unmaps, rel=0.1), per_op
+    # Each of those unmaps flushes, and so does each map back that completes a 2 MiB run (Xen
+    # coalesces it into an IOMMU superpage): nothing else. How many coalesce depends on where
+    # the allocator put the tables (0.3-2.9 per op between boots), so the sum is what holds.
+    c = cache_off[label]["counters"]
+    assert c["qi_iotlb_inv"] == c["iommu_unmap_type"] + c["iommu_pt_coalesces"], c
+    assert c["semi_writable_mark"] == 0
 
 
-@pytest.mark.parametrize("label,name,argv,unmaps,qi", CASES)
-def test_cache_on_removes_the_flushes(cache_on, label, name, argv, unmaps, qi):
+@pytest.mark.parametrize("label,name,argv,unmaps", CASES)
+def test_cache_on_removes_the_flushes(cache_on, label, name, argv, unmaps):
     rec = cache_on[label]
     per_op = rec["per_op"]
     # Misses: each fresh page marked costs one flush.
