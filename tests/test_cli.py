@@ -39,6 +39,7 @@ def flushless(*args):
     (["run", "forkbench", "--design", "xen-only", "--xen-series", "tests/fixtures/xen-old-design"],
      "brings its own Xen series"),
     (["run", "forkbench", "--guest", "hvm"], "invalid choice: 'hvm'"),
+    (["run", "forkbench", "--aslr", "2"], "invalid choice: '2'"),
     (["run", "forkbench", "--guest", "pvh-hap", "--kernel", "debian"], "needs --kernel built or vanilla"),
 ])
 def test_bad_input_exits_2(args, msg):
