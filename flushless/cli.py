@@ -258,7 +258,8 @@ def cmd_run(args, rest):
         session.configure_ptcache(settings)
         session.set_aslr(args.aslr == "on")
         rec = session.run(w.name, wargs)
-        rec.update({"aslr": args.aslr, "cache": args.cache, "ptcache_settings": settings, "design": args.design, "guest": args.guest})
+        rec.update({"aslr": args.aslr, "cache": args.cache, "ptcache_settings": settings, "design": args.design,
+                    "guest": args.guest})
         if guest:
             rec.update({"domid": guest.domid, "guest_vcpus": guest.vcpus, "guest_mem_mb": guest.mem_mb,
                         "guest_boot_seconds": round(guest.boot_seconds, 1)})
@@ -278,9 +279,9 @@ def cmd_run(args, rest):
 
 
 def print_table(rec):
-    print("%s %s: %d ops, dom0-iommu=%s, caching mode %s, kernel %s, %d vCPUs"
+    print("%s %s: %d ops, dom0-iommu=%s, caching mode %s, kernel %s, %d vCPUs, ASLR %s"
           % (rec["workload"], " ".join(rec["args"]), rec["ops"], rec["mode"], rec["caching_mode"],
-             rec["kernel_release"], rec["smp"]))
+             rec["kernel_release"], rec["smp"], rec["aslr"]))
     print("  %-24s %12s %12s" % ("counter", "total", "per op"))
     for k, v in rec["counters"].items():
         print("  %-24s %12d %12.3f" % (k, v, rec["per_op"][k]))

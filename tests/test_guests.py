@@ -65,6 +65,11 @@ def passthrough(tmp_path_factory):
         yield tb, g
 
 
+# Type-change unmaps per operation in the domU with the cache off and ASLR off (designs.FORKBENCH's
+# shapes; measured 2026-11-25).
+PASSTHROUGH_UNMAPS = {"fork+exit": 9.06, "fork+exec": 18.11, "fork+exit 64 MiB": 41.3}
+
+
 @pytest.mark.testbed
 def test_pv_passthrough_domu_cache_off_and_on(passthrough):
     tb, g = passthrough
@@ -81,13 +86,17 @@ def test_pv_passthrough_domu_cache_off_and_on(passthrough):
             rec = session.run("forkbench", argv)
             assert rec["invariant_violations"] == 0, rec["audit"]
             recs[(cache, label)] = rec
-    print({k: round(v["per_op"]["qi_iotlb_inv"], 3) for k, v in recs.items()})
-    # Cache off: a fork+exit costs what it costs in a strict dom0 (9.4 unmaps, one flush each,
-    # tests/test_ptcache.py), and every flush is an unmap's or a superpage coalesce's.
-    assert recs[(0, "fork+exit")]["per_op"]["iommu_unmap_type"] == pytest.approx(9.4, rel=0.1), recs
+    print({k: (round(v["per_op"]["qi_iotlb_inv"], 3), round(v["per_op"]["iommu_unmap_type"], 3),
+               v["counters"]["iommu_pt_coalesces"]) for k, v in recs.items()})
     for label, _ in designs.FORKBENCH:
         c = recs[(0, label)]["counters"]
-        assert c["qi_iotlb_inv"] == c["iommu_unmap_type"] + c["iommu_pt_coalesces"] > 0, (label, c)
+        # Cache off, ASLR off: about a strict dom0's type-change unmaps (tests/test_ptcache.py),
+        # one flush each, plus a flush per superpage coalesce at most (1 of slack: Xen's
+        # counters are read one at a time).
+        assert recs[(0, label)]["per_op"]["iommu_unmap_type"] == pytest.approx(PASSTHROUGH_UNMAPS[label],
+                                                                                rel=0.1), (label, c)
+        assert (c["iommu_unmap_type"] - 1 <= c["qi_iotlb_inv"]
+                <= c["iommu_unmap_type"] + c["iommu_pt_coalesces"] + 1), (label, c)
         # Cache on, warm: none.
         assert recs[(1, label)]["per_op"]["qi_iotlb_inv"] <= 0.05, (label, recs[(1, label)]["per_op"])
 

@@ -29,7 +29,7 @@ def session(tb):
     s = measure.Session(tb)
     assert s.has_ptcache()
     # One address-space layout: with ASLR, how many page tables a process needs is drawn anew
-    # for each forkbench (11.5-12.5 unmaps per fork+exit instead of 9.4).
+    # for each forkbench (11-12.5 unmaps per fork+exit instead of 9.4).
     s.set_aslr(False)
     return s
 
@@ -72,11 +72,13 @@ def cache_on(session, cache_off):
 def test_cache_off_is_the_stock_kernel(cache_off, label, name, argv, unmaps):
     per_op = cache_off[label]["per_op"]
     assert per_op["iommu_unmap_type"] == pytest.approx(unmaps, rel=0.1), per_op
-    # Each of those unmaps flushes, and so does each map back that completes a 2 MiB run (Xen
-    # coalesces it into an IOMMU superpage): nothing else. How many coalesce depends on where
-    # the allocator put the tables (0.3-2.9 per op between boots), so the sum is what holds.
+    # Each of those unmaps flushes, and so does a map back that completes a 2 MiB run (Xen
+    # coalesces it into an IOMMU superpage; one flush may complete two levels): nothing else.
+    # How many coalesce depends on where the allocator put the tables (0-2.9 per op between
+    # boots). Xen's counters are read one at a time, hence 1 of slack.
     c = cache_off[label]["counters"]
-    assert c["qi_iotlb_inv"] == c["iommu_unmap_type"] + c["iommu_pt_coalesces"], c
+    assert (c["iommu_unmap_type"] - 1 <= c["qi_iotlb_inv"]
+            <= c["iommu_unmap_type"] + c["iommu_pt_coalesces"] + 1), c
     assert c["semi_writable_mark"] == 0
 
 
@@ -87,7 +89,7 @@ def test_cache_on_removes_the_flushes(cache_on, label, name, argv, unmaps):
     # Misses: each fresh page marked costs one flush.
     assert per_op["semi_writable_mark"] <= 0.05, (per_op, rec["ptcache"])
     # A map that completes a 2 MiB run makes Xen coalesce it into an IOMMU superpage, and
-    # flush: its own bookkeeping, which the stock kernel pays too (0-1 per fork+exit,
+    # flush: its own bookkeeping, which the stock kernel pays too (0-1.5 per fork+exit,
     # depending on where the allocator put the tables). Every other flush counts.
     assert per_op["qi_iotlb_inv"] - per_op["iommu_pt_coalesces"] <= 0.05, (per_op, rec["ptcache"])
     # Xen still unmaps each page that becomes a page table (isolation never rests on the
