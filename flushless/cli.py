@@ -163,9 +163,9 @@ def make_parser():
                         "hardware-assisted (pvh-hap) or shadow paging (pvh-shadow); the domU boots the same "
                         "kernel as dom0, and --cache and the ptcache tunables apply to it")
     r.add_argument("--aslr", choices=("on", "off"), default="off",
-                   help="user address-space randomisation where the workload runs (default off, as in every "
-                        "stage of make reproduce: with it, the page tables a process needs vary from run to "
-                        "run, and so do the counts)")
+                   help="user address-space randomisation where the workload runs (default off, as in make "
+                        "reproduce's counting stages: with it, the page tables a process needs vary from run "
+                        "to run, and so do the counts)")
     r.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
     s = sub.add_parser("shell", help="boot the testbed with its console on this terminal (quit: Ctrl-A x)")
