@@ -262,7 +262,8 @@ def cmd_run(args, rest):
                     "guest": args.guest})
         if guest:
             rec.update({"domid": guest.domid, "guest_vcpus": guest.vcpus, "guest_mem_mb": guest.mem_mb,
-                        "guest_boot_seconds": round(guest.boot_seconds, 1)})
+                        "guest_boot_seconds": round(guest.boot_seconds, 1),
+                        "guest_boot_attempts": guest.boot_attempts})
         rec.update({"mode": cfg.mode, "caching_mode": args.caching_mode, "kernel": args.kernel,
                     "kernel_release": tb.release, "smp": cfg.smp, "icount": cfg.icount,
                     "boot_seconds": round(tb.boot_seconds, 1), "boot_attempts": tb.boot_attempts, "console_log": console_log,

@@ -19,6 +19,10 @@ CRASH_PATTERNS = [
     (re.compile(r"\bOops: .*|BUG: unable to handle .*"), "dom0 kernel oops"),
 ]
 
+# Lines the testbed quotes from another machine's console (a domU's tail: testbed/guest/
+# guestboot, guestrun) start with this; a panic there is not this machine's.
+QUOTED = "domU| "
+
 TAIL_LINES = 40
 # Xen keeps dom0's serial input in a 128-byte ring (SERIAL_RX_SIZE in
 # xen/drivers/char/console.c) and drops what does not fit while dom0 is too busy to read it.
@@ -192,7 +196,8 @@ class Console:
         if end > self._scan:
             chunk = self._buf[self._scan:end] + "\n" + chunk
             self._scan = end
-        if not chunk:
+        chunk = "\n".join(line for line in chunk.split("\n") if not line.startswith(QUOTED))
+        if not chunk.strip():
             return
         for pattern, what in CRASH_PATTERNS:
             m = pattern.search(chunk)

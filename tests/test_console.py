@@ -179,6 +179,13 @@ def test_crash_line_raises_with_tail(shell):
     assert any("line-before" in x for x in e.value.tail)
 
 
+def test_a_quoted_domu_panic_is_not_dom0s(shell):
+    con, _ = shell
+    # (Split, so that the echoed command line does not hold the panic.)
+    status, out = con.run("printf 'domU| Kernel pan%s - not syncing: Attempted to kill init!\\n' ic", 20)
+    assert status == 0 and out == ["domU| Kernel panic - not syncing: Attempted to kill init!"], out
+
+
 def test_xen_panic_inside_a_dom0_line_is_still_seen(shell):
     # dom0 sits at its prompt, mid-line, when Xen panics: no dom0 newline ever comes.
     con, _ = shell

@@ -11,6 +11,8 @@ dmasweep, run in the domU, must find no page table the domU's device can reach. 
 boot and run the seed stage's workloads, and Xen's counters must show the shadow paging.
 """
 
+import time
+
 import pytest
 
 from flushless import build, designs, guests, measure, seed, workloads
@@ -99,6 +101,22 @@ def test_pv_passthrough_domu_cache_off_and_on(passthrough):
                 <= c["iommu_unmap_type"] + c["iommu_pt_coalesces"] + 1), (label, c)
         # Cache on, warm: none.
         assert recs[(1, label)]["per_op"]["qi_iotlb_inv"] <= 0.05, (label, recs[(1, label)]["per_op"])
+
+
+@pytest.mark.testbed
+def test_a_domu_that_crashes_while_booting_fails_at_once(passthrough):
+    # Its init exits: the domU kernel panics and Xen keeps the crashed domU (on_crash =
+    # "preserve"). guestboot must see the crash, not wait out its 300 s, and destroy it.
+    tb, _ = passthrough
+    t0 = time.monotonic()
+    with pytest.raises(ToolError) as e:
+        guests.Guest(tb, "pvh-hap", name="crashing", kernel_args=("rdinit=/bin/false",)).start()
+    print("a crashing domU, twice: %.0f s" % (time.monotonic() - t0))
+    assert "crashed while booting" in str(e.value) and "attempt 2 of 2" in str(e.value), e.value
+    # The domU's console tail, quoted: its panic is not taken for dom0's.
+    assert "domU| " in str(e.value) and "Kernel Offset" in str(e.value), e.value
+    assert time.monotonic() - t0 < 150
+    assert tb.check("xl list | grep -c crashing || true") == ["0"]
 
 
 def mark_results(lines):
