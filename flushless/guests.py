@@ -60,6 +60,8 @@ class Guest:
         return False
 
     def start(self, attempts=2):
+        if attempts < 1:
+            raise ToolError("a domU needs at least one attempt to start")
         status, lines = self.tb.run("xenstack", timeout=120)
         if status != 0 or not any(line.startswith("xenstack ok") for line in lines):
             raise ToolError("dom0's toolstack did not start:\n%s" % "\n".join("    " + x for x in lines[-20:]))
@@ -73,8 +75,9 @@ class Guest:
             if status == 0 and ok:
                 break
             tail = "\n".join("    " + x for x in lines[-45:])
-            # 3: the domU's own boot failed (guestboot). Under TCG a PVH domU's early boot has
-            # triple-faulted (once seen, in native_calibrate_cpu_early()); try once more.
+            # 3: the domU shut down or vanished while booting (guestboot). Under TCG a PVH
+            # domU's early boot has triple-faulted (once seen, in native_calibrate_cpu_early());
+            # try once more. A stall (the PVH -icount hang) is not retried: 300 s each.
             if status != 3 or attempt == attempts:
                 raise ToolError("the %s domU did not start (guestboot exited %d, attempt %d of %d):\n%s"
                                 % (self.kind, status, attempt, attempts, tail))

@@ -184,6 +184,10 @@ def test_a_quoted_domu_panic_is_not_dom0s(shell):
     # (Split, so that the echoed command line does not hold the panic.)
     status, out = con.run("printf 'domU| Kernel pan%s - not syncing: Attempted to kill init!\\n' ic", 20)
     assert status == 0 and out == ["domU| Kernel panic - not syncing: Attempted to kill init!"], out
+    # The same line unquoted, right after a quoted one, is dom0's.
+    with pytest.raises(ConsoleCrash) as e:
+        con.run("printf 'domU| quoted\\nKernel pan%s - not syncing: dom0\\n' ic; sleep 30", 20)
+    assert "dom0 kernel panic" in str(e.value)
 
 
 def test_xen_panic_inside_a_dom0_line_is_still_seen(shell):

@@ -34,6 +34,34 @@ def test_domu_measure_runs_in_the_domu_and_the_audit_in_dom0():
     assert "xenpvsw audit 3" in cmd and cmd.endswith("(exit $rc)"), cmd
 
 
+class ScriptedTestbed:
+    """dom0's shell as Guest.start sees it: the toolstack starts, guestboot answers in turn."""
+
+    def __init__(self, boots):
+        self.boots = list(boots)
+
+    def run(self, command, timeout):
+        if command == "xenstack":
+            return 0, ["xenstack ok"]
+        assert command.startswith("guestboot "), command
+        return self.boots.pop(0)
+
+
+def test_a_domu_whose_own_boot_fails_is_created_once_more():
+    tb = ScriptedTestbed([(3, ["guestboot: flushless-domu crashed while booting (state ---sr-)"]),
+                          (0, ["guestboot ok 5"])])
+    g = guests.Guest(tb, "pvh-hap")
+    g.start()
+    assert (g.domid, g.boot_attempts) == (5, 2)
+    # A stall or a dom0-side failure (exit 1) is not retried, nor is a second crash.
+    for boots in ([(1, ["guestboot: flushless-domu did not reach its shell in 300 s"])],
+                  [(3, ["guestboot: first"]), (3, ["guestboot: second"])]):
+        tb = ScriptedTestbed(boots)
+        with pytest.raises(ToolError) as e:
+            guests.Guest(tb, "pvh-hap").start()
+        assert tb.boots == [] and boots[-1][1][0] in str(e.value), e.value
+
+
 def boot(tmp_path, smp=2, **kw):
     parts = build.Parts("built", guest=True).ensure()
     cfg = BootConfig(xen=parts.xen.path("xen"), kernel=parts.kernel.path("vmlinuz"),
