@@ -55,7 +55,7 @@ class _Boot(Testbed):
 
     def start(self, attempts=2):
         super().start(attempts)
-        self.check("echo 0 > /proc/sys/kernel/randomize_va_space")
+        measure.Session(self).set_aslr(False)
 
 
 def _boot(parts, console_dir, name, **kw):

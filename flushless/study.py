@@ -210,7 +210,7 @@ def run_group(tb, group, profile, minutes, switch):
     # per run, and with it how many page-table pages each process needs (libraries and heap
     # straddling a 2 MiB or 1 GiB boundary or not): about 10 % between runs. Fixed layout:
     # the same counts on every run.
-    tb.check("echo 0 > /proc/sys/kernel/randomize_va_space", timeout=30)
+    measure.Session(tb).set_aslr(False)
     t0 = time.monotonic()
 
     def minute_done(m):

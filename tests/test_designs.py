@@ -63,7 +63,7 @@ def test_xen_only_counts_and_dmasweep(tmp_path):
     parts = XEN_ONLY.parts().ensure()
     with boot(parts, tmp_path, icount=True) as tb:
         session = measure.Session(tb)
-        tb.check("echo 0 > /proc/sys/kernel/randomize_va_space")
+        session.set_aslr(False)
         per_op = {}
         for label, argv in designs.FORKBENCH[:2]:
             rec = session.run("forkbench", argv)

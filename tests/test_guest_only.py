@@ -52,7 +52,7 @@ def test_guest_only_counts_and_dmasweep(tmp_path):
     # One -icount boot (edu's DMA timer then costs no host time), 2 vCPUs, ASLR off.
     with boot(GUEST_ONLY.parts().ensure(), tmp_path, smp=2, icount=True) as tb:
         session = measure.Session(tb)
-        tb.check("echo 0 > /proc/sys/kernel/randomize_va_space")
+        session.set_aslr(False)
         session.configure_ptcache({"enabled": 1})
         per_op = {}
         for label, argv in designs.FORKBENCH:

@@ -45,7 +45,7 @@ def measure_boot(parts, tmp_path, runs, **kw):
         session = measure.Session(tb)
         # One address-space layout in every boot: with ASLR, how many page tables a process
         # needs varies by about 10 % between boots, and these tests compare boots.
-        tb.check("echo 0 > /proc/sys/kernel/randomize_va_space")
+        session.set_aslr(False)
         recs = [session.run(name, argv) for name, argv in runs]
         proc = tb.proc
     assert tb.proc is None and proc.poll() is not None, "QEMU still running after the testbed closed"
