@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import tempfile
 
-from . import debian, tools
+from . import debian, qemu, tools
 from .cpio import write_gz
 from .progress import ToolError, capture, log, nproc, run_logged
 
@@ -608,6 +608,8 @@ class Parts:
         for part in (self.xen, self.kernel, self.busybox):
             m = part.manifest()
             out[part.name] = {k: v for k, v in m.items() if k not in ("inputs", "part")}
+        # Not built, but it runs every boot: the emulator is part of every result's versions.
+        out["qemu"] = qemu.info()
         return out
 
 

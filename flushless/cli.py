@@ -10,7 +10,7 @@ import re
 import sys
 import tempfile
 
-from . import build, designs, guests, measure, report, series, study, workloads
+from . import build, census, designs, guests, measure, qemu, report, series, study, workloads
 from .progress import ToolError, log
 from .testbed import BootConfig, Testbed
 
@@ -191,6 +191,17 @@ def make_parser():
                    help="comma-separated subset of %s (default all)" % ",".join(study.STAGES))
     e.add_argument("--results", default="results", metavar="DIR", help="results directory (default results)")
     e.add_argument("--report", default="report", metavar="DIR", help="report directory (default report)")
+
+    ce = sub.add_parser("census", help="count the testbed's own failures: boots, the race tests' load, PVH "
+                                       "domUs under -icount, passthrough domUs; one row per trial, resumable",
+                        description=census.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ce.add_argument("--qemu", choices=qemu.CHOICES, default="system",
+                    help="the host's QEMU (system, the testbed's own) or Debian 12's QEMU 7.2, for comparison")
+    ce.add_argument("--sections", default=",".join(census.SECTIONS), metavar="LIST",
+                    help="comma-separated subset of %s (default all)" % ",".join(census.SECTIONS))
+    ce.add_argument("--quick", action="store_true", help="a few trials of each, to try the census out")
+    ce.add_argument("--table", action="store_true", help="print the table of the rows so far and stop")
+    ce.add_argument("--results", default="results", metavar="DIR", help="results directory (default results)")
 
     se = sub.add_parser("series", help="what the Linux series must show: off is stock, flushes per operation at "
                                        "1-8 vCPUs, scaling, other workloads, a soak",
@@ -421,6 +432,15 @@ def main(argv=None):
             series.run(args.experiments or series.EXPERIMENTS, args.results,
                        os.path.join(args.results, "console"), quick=args.quick)
             return 0
+        if args.cmd == "census":
+            if args.table:
+                print(census.table(census.load(os.path.join(args.results, "census", "census.jsonl"))), end="")
+                return 0
+            sections = tuple(x for x in args.sections.split(",") if x)
+            if not sections or set(sections) - set(census.SECTIONS):
+                raise workloads.UsageError("--sections takes a comma-separated subset of %s, not '%s'"
+                                           % (",".join(census.SECTIONS), args.sections))
+            return census.main(args.results, args.qemu, sections, quick=args.quick)
         if args.cmd == "report":
             return cmd_report(args)
         if args.cmd == "compare":

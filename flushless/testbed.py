@@ -12,11 +12,10 @@ import signal
 import subprocess
 import time
 
-from . import tools
+from . import qemu, tools
 from .console import Console, ConsoleCrash, ConsoleError, ConsoleTimeout, stale_int3
 from .progress import ToolError, log
 
-QEMU = "qemu-system-x86_64"
 BOOT_TIMEOUT = 180  # seconds; a normal boot reaches the shell in 10-30 s, under -icount slower
 
 
@@ -76,7 +75,7 @@ class BootConfig:
 
     def qemu_argv(self):
         if self.native:
-            argv = [QEMU, "-accel", self.accel(), "-machine", "q35", "-cpu", "max", "-m", str(self.mem_mb),
+            argv = qemu.argv0() + ["-accel", self.accel(), "-machine", "q35", "-cpu", "max", "-m", str(self.mem_mb),
                     "-smp", str(self.smp), "-nodefaults", "-display", "none", "-no-reboot", "-monitor", "none",
                     "-serial", "stdio", "-kernel", self.kernel, "-append", self.native_cmdline(),
                     "-initrd", self.initramfs]
@@ -84,7 +83,7 @@ class BootConfig:
                 argv += ["-icount", "shift=0,sleep=off"]
             return argv + list(self.qemu_args)
         iommu = "intel-iommu,intremap=on,caching-mode=%s" % ("on" if self.caching_mode else "off")
-        argv = [QEMU, "-accel", self.accel(), "-machine", "q35,kernel-irqchip=split", "-cpu", "max",
+        argv = qemu.argv0() + ["-accel", self.accel(), "-machine", "q35,kernel-irqchip=split", "-cpu", "max",
                 "-device", iommu, "-m", str(self.mem_mb), "-smp", str(self.smp),
                 # A DMA engine behind the IOMMU for the isolation test; idle otherwise.
                 "-device", "edu,dma_mask=0xffffffffffffffff",
@@ -179,7 +178,7 @@ class Testbed:
                 os.replace(self.console_log, "%s.%s" % (self.console_log, e.kind))
 
     def _start_once(self):
-        tools.require(QEMU)
+        tools.require(qemu.argv0()[0])
         os.makedirs(os.path.dirname(os.path.abspath(self.console_log)), exist_ok=True)
         self._log = open(self.console_log, "w")
         argv = self.cfg.qemu_argv()

@@ -18,7 +18,7 @@ import re
 
 import pytest
 
-from flushless import build, measure
+from flushless import build, measure, raceload
 from flushless.build import REPO
 from flushless.testbed import BootConfig, Testbed
 
@@ -46,42 +46,10 @@ ROUNDS = 10
 STACK_DEATHS = 3
 TABLES = ("l1", "l2", "l3", "l4")
 
-# One fork loop per vCPU, each printing how many runs it made (a failed run is reported with
-# its exit status, and the loop goes on), and a ptfault loop whose threads lose PTE-page races
-# (freed from preemptible context, where the testbed patch sleeps 100 ms, past the grace
-# period); the cache on for 0.2 s, then off. Pools are read 300 ms and
-# again 500 ms after switching off (after every widened window); a round leaves pages only if
-# both reads see some: a page stranded in a switched-off pool stays until the next switch-on,
-# while the counters of a free in progress settle. Timing stays on throughout, so ptcache's
-# static key stays taken and no round patches kernel text: QEMU 7.2's multi-threaded TCG can
-# run a stale translation of a text patch's int3 (README, "Boot failures"), and this test is
-# about the pools, not about text patching.
-SCRIPT = """
-S=/sys/kernel/mm/ptcache; rm -f /tmp/stop; echo 1 > $S/timing;
-for p in $(seq %(smp)d); do
-    (n=0; while [ ! -e /tmp/stop ]; do
-        forkbench --n 20 --touch-mb 4 >/dev/null 2>&1 || echo "LOADFAIL $?"; n=$((n+1));
-    done; echo "loop $n") &
-done;
-(n=0; while [ ! -e /tmp/stop ]; do
-    ptfault --threads %(smp)d --ranges 64 --n 10 >/dev/null 2>&1 || echo "LOADFAIL $?"; n=$((n+1));
-done; echo "faults $n") &
-for i in $(seq %(rounds)d); do
-    echo 1 > $S/enabled; usleep 200000;
-    echo 0 > $S/enabled; usleep 300000;
-    a=$(grep -E '^(pool_pages|front_pages) ' $S/stats | tr '\\n' ' '); usleep 200000;
-    echo "round $i $a $(grep -E '^(pool_pages|front_pages) ' $S/stats | tr '\\n' ' ')";
-done;
-touch /tmp/stop; wait
-"""
-SCRIPT = " ".join(SCRIPT.split())
-
-
-def left_pages(line):
-    """A round line's two reads: did both see pages in the pools?"""
-    values = [int(v) for v in re.findall(r"(?:pool_pages|front_pages) (\d+)", line)]
-    assert len(values) == 4, line
-    return any(values[:2]) and any(values[2:])
+# The load (flushless/raceload.py): a fork loop per vCPU and a ptfault loop whose threads lose
+# PTE-page races (freed from preemptible context, where the testbed patch sleeps 100 ms, past
+# the grace period); the cache on for 0.2 s, then off, the pools read twice after; a round
+# leaves pages only if both reads see some.
 
 
 def switch_while_freeing(broken, tmp_path, dom0_args=()):
@@ -91,23 +59,18 @@ def switch_while_freeing(broken, tmp_path, dom0_args=()):
     parts = build.Parts("built", linux_series=build.testbed_linux_series(broken)).ensure()
     cfg = BootConfig(xen=parts.xen.path("xen"), kernel=parts.kernel.path("vmlinuz"),
                      initramfs=parts.initramfs.path("initramfs.cpio.gz"), mode="strict", smp=SMP,
-                     # init_on_free=1: the page allocator checks every page freed to it,
-                     # and reports a declared page (PG_private_2) as a bad page.
-                     # print-fatal-signals=1: a process killed by a signal gets its registers printed.
-                     dom0_args=("ptcache_test_free_delay_us=500", "ptcache_test_free_sleep_ms=100",
-                                "init_on_free=1", "print-fatal-signals=1") + tuple(dom0_args))
+                     # init_on_free=1 reports a declared page (PG_private_2) freed to the
+                     # page allocator as a bad page.
+                     dom0_args=raceload.DOM0_ARGS + tuple(dom0_args))
     with Testbed(cfg, str(tmp_path / "console.log")) as tb:
         params = "/sys/module/kernel/parameters/ptcache_test_free_"
         assert tb.check("cat %sdelay_us %ssleep_ms" % (params, params)) == ["500", "100"]
-        out = tb.check(SCRIPT % {"smp": SMP, "rounds": ROUNDS}, timeout=900)
-        # Every process killed by a signal, as the kernel reports it (print-fatal-signals=1).
-        fatal = tb.check("dmesg | grep -A14 'potentially unexpected fatal signal' || true")
-        deaths = [line for line in fatal if "potentially unexpected fatal signal" in line]
-        # A round whose read died is not a round read.
-        rounds = [left_pages(line) for line in out
+        load = raceload.run(tb, SMP, ROUNDS)
+        out, fatal = load["out"], load["fatal_signals"]
+        deaths = sum(load["deaths_by_signal"].values())
+        rounds = [raceload.left_pages(line) for line in out
                   if line.startswith("round ") and len(re.findall(r"_pages \d+", line)) == 4]
-        loops = [int(line.split()[1]) for line in out if line.startswith("loop ")]
-        faults = [int(line.split()[1]) for line in out if line.startswith("faults ")]
+        loops, faults = load["loops"], [load["ptfault_runs"]] if load["ptfault_runs"] else []
         # Tables in flight (unpinned at exit, freed after the grace period) are marked frames that
         # are no table until they come back and are given back.
         for _ in range(20):
@@ -124,7 +87,7 @@ def switch_while_freeing(broken, tmp_path, dom0_args=()):
         bad = tb.check("dmesg | grep -E 'Bad page|WARNING: CPU|BUG:|Oops|ptcache: could not' || true")
     # Every round read, but those whose read died; the loops ran (a broken shape may make them
     # fail). A run that failed other than by a signal (exit status below 128) is a load failure.
-    assert len(rounds) >= ROUNDS - len(deaths), out
+    assert len(rounds) >= ROUNDS - deaths, out
     failed = [int(line.split()[1]) for line in out if line.startswith("LOADFAIL ")]
     load_ok = (all(rc >= 128 for rc in failed) and len(loops) == SMP and min(loops) > 0
                and bool(faults) and faults[0] > 0)
@@ -132,7 +95,7 @@ def switch_while_freeing(broken, tmp_path, dom0_args=()):
             "rounds_left_pages": sum(rounds), "loops": loops, "ptfault_runs": faults[0] if faults else 0,
             "preemptible_frees_slept": slept, "frees_the_recheck_caught": rechecked, "owed": stats["owed"],
             "quarantined": stats["quarantined"], "marked_not_tables": len(marked - tables),
-            "violations": audit["violations"], "dmesg": bad, "deaths": len(deaths), "fatal_signals": fatal,
+            "violations": audit["violations"], "dmesg": bad, "deaths": deaths, "fatal_signals": fatal,
             "unclean": sum(v for k, v in stats.items() if k.endswith("_unclean")), "ops": stats["ops"]}
 
 

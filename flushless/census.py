@@ -1,0 +1,335 @@
+"""flushless census: how often the testbed itself fails, counted per configuration and per QEMU.
+
+Every trial is done once, never retried, and its console log kept: a boot to dom0's shell,
+rounds of the race tests' load (cache switching, or off), a PVH domU created under -icount, a
+PV domU with the edu device passed through. Each trial's row is appended to
+RESULTS/census/census.jsonl as soon as it ends, so a census killed half-way resumes where it
+stopped; `table()` draws the markdown table of docs/census.md from those rows only.
+"""
+
+import gzip
+import json
+import os
+import re
+import shutil
+import time
+
+from . import build, guests, qemu
+from .progress import ToolError, log
+from .testbed import BootConfig, Testbed, _BootStalled
+
+# Trials per configuration (issue 21's plan) and a quick one for trying the census out.
+PLAN = {"boot": 30, "race_rounds": 200, "pvh": 50, "passthrough": 20}
+QUICK = {"boot": 2, "race_rounds": 10, "pvh": 2, "passthrough": 2}
+SECTIONS = ("boot", "race", "pvh", "passthrough")
+BOOTS = (("built", 2), ("built", 4), ("debian", 4))
+RACE_ROUNDS_PER_BOOT = 25
+RACE_SMP = 4
+PVH_PER_BOOT = 10
+PASSTHROUGH_PER_BOOT = 5
+
+
+class Census:
+    def __init__(self, results, plan=PLAN):
+        self.dir = os.path.join(results, "census")
+        self.plan = plan
+        self.path = os.path.join(self.dir, "census.jsonl")
+        self.q = qemu.info()
+        self.tag = "qemu-" + self.q["qemu_version"]
+        self.logs = os.path.join(self.dir, "logs", self.tag)
+        os.makedirs(self.logs, exist_ok=True)
+        self.rows = load(self.path)
+
+    def done(self, config):
+        return [r for r in self.rows if r["qemu_version"] == self.q["qemu_version"] and r["config"] == config]
+
+    def add(self, config, outcome, log_path, **extra):
+        row = dict(extra, qemu_version=self.q["qemu_version"], qemu_package=self.q["qemu_package"],
+                   config=config, outcome=outcome, log=self.keep(log_path),
+                   time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        self.rows.append(row)
+        with open(self.path, "a") as f:
+            f.write(json.dumps(row, sort_keys=True) + "\n")
+        log("census %s %s #%d: %s %s" % (self.tag, config, len(self.done(config)), outcome, extra.get("what", "")))
+        return row
+
+    def give_up_after_failures(self, config, fine=("ok",), n=3):
+        """N failures in a row: the testbed is broken, not flaky; a census would never end."""
+        last = [r["outcome"] for r in self.done(config)][-n:]
+        if len(last) == n and not any(o in fine for o in last):
+            raise ToolError("census: %s failed %d times in a row (%s); see %s" % (config, n, ", ".join(last),
+                                                                                self.logs))
+
+    def keep(self, path):
+        """The console log, gzipped beside the rows; its path relative to RESULTS/census."""
+        if not path or not os.path.exists(path):
+            return None
+        dest = path + ".gz"
+        with open(path, "rb") as src, gzip.open(dest, "wb") as out:
+            shutil.copyfileobj(src, out)
+        os.unlink(path)
+        return os.path.relpath(dest, self.dir)
+
+    def log_path(self, config):
+        return os.path.join(self.logs, "%s-%d.log" % (re.sub(r"[^A-Za-z0-9.-]", "_", config),
+                                                      len(self.done(config))))
+
+    def run(self, sections=SECTIONS):
+        for s in sections:
+            getattr(self, "run_" + s)()
+
+    # -- boots to dom0's shell, none retried --
+    def run_boot(self):
+        for kernel, smp in BOOTS:
+            config = "boot %s %d vCPUs" % (kernel, smp)
+            parts = build.Parts(kernel).ensure()
+            while len(self.done(config)) < self.plan["boot"]:
+                path = self.log_path(config)
+                tb = Testbed(_cfg(parts, smp=smp, boot_timeout=120), path)
+                outcome, what = boot_once(tb)
+                tb.stop()
+                self.add(config, outcome, path, what=what, kernel=kernel, smp=smp,
+                         findings=scan(path) if outcome == "ok" else [])
+                self.give_up_after_failures(config)
+
+    # -- the race tests' load, cache switching and cache off --
+    def run_race(self):
+        from . import raceload
+        parts = build.Parts("built", linux_series=build.testbed_linux_series()).ensure()
+        for cache in ("on", "off"):
+            config = "race load cache %s" % cache
+            while sum(r["rounds"] for r in self.done(config)) < self.plan["race_rounds"]:
+                path = self.log_path(config)
+                rounds = min(RACE_ROUNDS_PER_BOOT, self.plan["race_rounds"])
+                cfg = _cfg(parts, smp=RACE_SMP, dom0_args=raceload.DOM0_ARGS)
+                tb = Testbed(cfg, path)
+                outcome, what = boot_once(tb)
+                rec = {"rounds": 0, "deaths": {}, "load_failures": []}
+                try:
+                    if outcome == "ok":
+                        res = raceload.run(tb, RACE_SMP, rounds, switch=cache == "on")
+                        rec.update(rounds=res["rounds_read"], deaths=res["deaths_by_signal"],
+                                   load_failures=res["load_failures"], death_lines=res["death_lines"])
+                        if res["deaths_by_signal"] or res["load_failures"]:
+                            outcome = "death"
+                        what = res["summary"]
+                except ToolError as e:
+                    outcome, what = _failure(e)
+                finally:
+                    tb.stop()
+                self.add(config, outcome, path, what=what, **rec)
+                self.give_up_after_failures(config, ("ok", "death"))
+
+    # -- PVH domUs created under -icount, hap=1 and hap=0 --
+    def run_pvh(self):
+        parts = build.Parts("built", guest=True).ensure()
+        kinds = ("pvh-hap", "pvh-shadow")
+        configs = {k: "pvh %s -icount" % k for k in kinds}
+        while any(len(self.done(c)) < self.plan["pvh"] for c in configs.values()):
+            path = self.log_path("pvh dom0")
+            cfg = _cfg(parts, guest=True, mode="relaxed", icount=True, boot_timeout=2 * BootConfig.boot_timeout)
+            tb = Testbed(cfg, path)
+            outcome, what = boot_once(tb)
+            if outcome != "ok":
+                tb.stop()
+                self.add("pvh dom0", outcome, path, what=what)
+                self.give_up_after_failures("pvh dom0")
+                continue
+            try:
+                for _ in range(PVH_PER_BOOT):
+                    todo = [k for k in kinds if len(self.done(configs[k])) < self.plan["pvh"]]
+                    if not todo:
+                        break
+                    for kind in todo:
+                        outcome, what, secs = create_once(tb, kind)
+                        self.add(configs[kind], outcome, None, what=what, seconds=secs, dom0_log=_rel(self, path))
+                        if outcome == "stall":
+                            break
+                    if outcome == "stall":
+                        break
+            finally:
+                tb.stop()
+                self.add("pvh dom0", "ok", path, what="dom0 of the PVH creations")
+
+    # -- PV domU with edu passed through: is the BAR's resource0 there? --
+    def run_passthrough(self):
+        parts = build.Parts("built", guest=True).ensure()
+        config = "pv-passthrough resource0"
+        while len(self.done(config)) < self.plan["passthrough"]:
+            path = self.log_path("passthrough dom0")
+            tb = Testbed(_cfg(parts, guest=True, mode="relaxed"), path)
+            outcome, what = boot_once(tb)
+            if outcome != "ok":
+                tb.stop()
+                self.add("passthrough dom0", outcome, path, what=what)
+                self.give_up_after_failures("passthrough dom0")
+                continue
+            try:
+                for _ in range(PASSTHROUGH_PER_BOOT):
+                    if len(self.done(config)) >= self.plan["passthrough"]:
+                        break
+                    outcome, what, secs = create_once(tb, "pv-passthrough", check=RESOURCE0)
+                    self.add(config, outcome, None, what=what, seconds=secs, dom0_log=_rel(self, path))
+                    if outcome == "stall":
+                        break
+            finally:
+                tb.stop()
+                self.add("passthrough dom0", "ok", path, what="dom0 of the passthrough domUs")
+
+
+# What the domU's pcifront shows of edu: its BAR as a sysfs file, or not.
+RESOURCE0 = "for d in /sys/bus/pci/devices/*; do grep -qi 0x11e8 $d/device && ls $d/resource0; done"
+
+
+def _rel(census, path):
+    return os.path.relpath(path + ".gz", census.dir)
+
+
+def _cfg(parts, guest=False, **kw):
+    return BootConfig(xen=parts.xen.path("xen"), kernel=parts.kernel.path("vmlinuz"),
+                      initramfs=parts.dom0_initramfs() if guest else parts.initramfs.path("initramfs.cpio.gz"), **kw)
+
+
+def _failure(e):
+    what = str(e).splitlines()[0]
+    return ("crash" if re.search(r"oops|panic|crash|BUG|triple", what, re.I) else "error"), what
+
+
+def boot_once(tb):
+    """Boot once, no retry: ('ok' | 'stall' | 'crash' | 'error', what)."""
+    try:
+        tb._start_once()
+        return "ok", ""
+    except _BootStalled as e:
+        tb.stop()
+        return ("stall" if e.kind == "stalled" else "crash"), e.error.what
+    except ToolError as e:
+        tb.stop()
+        return _failure(e)
+
+
+def create_once(tb, kind, check=None):
+    """One domU of KIND created (no retry), CHECK run in it, destroyed: (outcome, what, seconds)."""
+    t0 = time.monotonic()
+    g = guests.Guest(tb, kind, name="census")
+    try:
+        g.start(attempts=1)
+    except ToolError as e:
+        text = str(e)
+        secs = round(time.monotonic() - t0, 1)
+        if "did not reach its shell" in text:
+            return "stall", text.splitlines()[0], secs
+        if "exited 3" in text:
+            return "crash", text.splitlines()[0], secs
+        return "error", text.splitlines()[0], secs
+    secs = round(time.monotonic() - t0, 1)
+    outcome, what = "ok", ""
+    try:
+        if check:
+            status, lines = g.run(check, timeout=120)
+            if status != 0 or not any(line.endswith("resource0") for line in lines):
+                outcome, what = "missing", "no resource0: %s" % " | ".join(lines[-3:])
+    finally:
+        g.stop()
+    return outcome, what, secs
+
+
+def scan(path):
+    """Kernel or Xen lines of a good boot's log that say something went wrong."""
+    pat = re.compile(r"WARNING:|BUG:|Oops|Call Trace|soft lockup|rcu_sched|RCU stall|\(XEN\).*(?:FATAL|Assertion)")
+    try:
+        with open(path, errors="replace") as f:
+            return [line.strip()[:200] for line in f if pat.search(line)][:10]
+    except OSError:
+        return []
+
+
+def load(path):
+    rows = []
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if line:
+                    rows.append(json.loads(line))
+    return rows
+
+
+def summary(rows):
+    """{(qemu_version, config): {outcome: count, ...}} with deaths by signal and rounds."""
+    out = {}
+    for r in rows:
+        s = out.setdefault((r["qemu_version"], r["config"]), {"trials": 0, "outcomes": {}, "rounds": 0,
+                                                                "deaths": {}, "logs": []})
+        s["trials"] += 1
+        s["outcomes"][r["outcome"]] = s["outcomes"].get(r["outcome"], 0) + 1
+        s["rounds"] += r.get("rounds", 0)
+        for sig, n in r.get("deaths", {}).items():
+            s["deaths"][sig] = s["deaths"].get(sig, 0) + n
+        if r["outcome"] != "ok" and r.get("log"):
+            s["logs"].append(r["log"])
+        if r["outcome"] != "ok" and r.get("dom0_log"):
+            s["logs"].append(r["dom0_log"])
+    return out
+
+
+def table(rows, link_prefix="../results/census/"):
+    """The census as a markdown table: one row per configuration, both QEMUs side by side."""
+    s = summary(rows)
+    versions = sorted({v for v, _ in s}, key=lambda v: [int(x) for x in re.findall(r"\d+", v)])
+    configs = sorted({c for _, c in s}, key=_config_order)
+    head = "| configuration | " + " | ".join("QEMU %s" % v for v in versions) + " |"
+    lines = [head, "|" + "---|" * (len(versions) + 1)]
+    for c in configs:
+        cells = []
+        for v in versions:
+            x = s.get((v, c))
+            cells.append(_cell(x, link_prefix) if x else "not run")
+        lines.append("| %s | %s |" % (c, " | ".join(cells)))
+    return "\n".join(lines) + "\n"
+
+
+def _cell(x, link_prefix):
+    bad = {k: n for k, n in x["outcomes"].items() if k != "ok"}
+    text = "%d of %d ok" % (x["outcomes"].get("ok", 0), x["trials"])
+    if x["rounds"]:
+        text += ", %d rounds" % x["rounds"]
+    if x["deaths"]:
+        text += ", deaths by signal: %s" % ", ".join("%s: %d" % kv for kv in sorted(x["deaths"].items()))
+    elif x["rounds"]:
+        text += ", 0 deaths"
+    if bad:
+        text += "; " + ", ".join("%s %d" % kv for kv in sorted(bad.items()))
+    if x["logs"]:
+        text += " (logs: " + ", ".join("[%d](%s%s)" % (i + 1, link_prefix, p)
+                                        for i, p in enumerate(sorted(set(x["logs"]))[:5])) + ")"
+    return text
+
+
+def _config_order(c):
+    for i, prefix in enumerate(("boot ", "race ", "pvh ", "pv-passthrough", "passthrough dom0")):
+        if c.startswith(prefix):
+            return (i, c)
+    return (9, c)
+
+
+def write_json(results):
+    rows = load(os.path.join(results, "census", "census.jsonl"))
+    doc = {"rows": len(rows), "summary": [dict(qemu_version=v, config=c, **s)
+                                          for (v, c), s in sorted(summary(rows).items())]}
+    with open(os.path.join(results, "census", "census.json"), "w") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+    return doc
+
+
+def main(results, which="system", sections=SECTIONS, quick=False):
+    qemu.use(which)
+    c = Census(results, QUICK if quick else PLAN)
+    log("census on QEMU %s (%s): %s; rows in %s" % (c.q["qemu_version"], c.q["qemu_binary"],
+                                                   ", ".join(sections), c.path))
+    try:
+        c.run(sections)
+    finally:
+        write_json(results)
+    print(table(c.rows))
+    return 0

@@ -1,0 +1,108 @@
+"""The QEMU that runs the testbed: its binary, its version, and Debian 12's QEMU 7.2 beside it.
+
+The testbed runs the host's qemu-system-x86_64, QEMU 10 from bookworm-backports
+(testbed/install-deps.sh). Debian 12's own QEMU 7.2 stays available for comparison (the flake
+census): its .debs are taken from apt's bookworm lists and unpacked into the build cache, and
+run with its own firmware directory. `use()` picks one for the whole process; every boot and
+every result's versions name it.
+"""
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+from . import tools
+from .progress import ToolError, capture, log
+
+SYSTEM = "qemu-system-x86_64"
+# Debian 12's QEMU: the packages that hold its binary and its option ROMs (its BIOS is seabios',
+# installed on the host with either QEMU).
+DEBIAN12 = ("qemu-system-x86", "qemu-system-common", "qemu-system-data")
+CHOICES = ("system", "7.2")
+
+_selected = {"which": "system"}
+_info = {}
+
+
+def use(which):
+    """Run every later boot of this process on WHICH: 'system' (the host's QEMU) or '7.2'."""
+    if which not in CHOICES:
+        raise ToolError("unknown QEMU '%s' (%s)" % (which, ", ".join(CHOICES)))
+    _selected["which"] = which
+
+
+def selected():
+    return _selected["which"]
+
+
+def argv0():
+    """The binary and its firmware directories, as the start of a QEMU command line."""
+    if selected() == "system":
+        return [SYSTEM]
+    root = _debian12_root()
+    return [os.path.join(root, "usr", "bin", SYSTEM), "-L", os.path.join(root, "usr", "share", "qemu"),
+            "-L", "/usr/share/seabios", "-L", "/usr/share/qemu"]
+
+
+def info():
+    """{'qemu_version': '10.0.2', 'qemu_package': ..., 'qemu_binary': ...} of the QEMU in use."""
+    which = selected()
+    if which not in _info:
+        binary = argv0()[0]
+        if which == "system":
+            tools.require(SYSTEM)
+            binary = shutil.which(SYSTEM)
+        out = capture([binary, "--version"], "%s --version" % binary)
+        m = re.search(r"QEMU emulator version (\S+)(?: \((?:Debian )?(.*?)\))?", out)
+        if not m:
+            raise ToolError("%s --version printed no version: %s" % (binary, out.strip()[:200]))
+        _info[which] = {"qemu_version": m.group(1), "qemu_package": m.group(2) or "", "qemu_binary": binary}
+    return dict(_info[which])
+
+
+def _cache():
+    from . import build
+    return os.path.join(build.CACHE, "qemu")
+
+
+def _debian12_root():
+    """Debian 12's QEMU 7.2 unpacked (once) under the build cache; its directory."""
+    versions = {p: _bookworm_version(p) for p in DEBIAN12}
+    root = os.path.join(_cache(), "debian12-" + re.sub(r"[^0-9A-Za-z.+~]", "_", versions[DEBIAN12[0]]))
+    if os.path.exists(os.path.join(root, "usr", "bin", SYSTEM)):
+        return root
+    tools.require("apt-get", "dpkg-deb")
+    os.makedirs(_cache(), exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="debian12.", dir=_cache())
+    try:
+        log("qemu: unpacking Debian 12's QEMU %s into %s" % (versions[DEBIAN12[0]], root))
+        for p in DEBIAN12:
+            res = subprocess.run(["apt-get", "download", "%s=%s" % (p, versions[p])], cwd=tmp, text=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            debs = glob.glob(os.path.join(tmp, "%s_*.deb" % p))
+            if res.returncode or not debs:
+                raise ToolError("apt-get download %s=%s failed: %s" % (p, versions[p], res.stdout.strip()[-500:]))
+            capture(["dpkg-deb", "-x", debs[0], os.path.join(tmp, "root")], "unpacking %s" % debs[0])
+        if os.path.exists(root):
+            shutil.rmtree(root)
+        os.rename(os.path.join(tmp, "root"), root)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return root
+
+
+def _bookworm_version(package):
+    """The newest 7.2 version of PACKAGE that apt's lists hold (bookworm or its security suite)."""
+    out = capture(["apt-cache", "madison", package], "apt-cache madison %s" % package)
+    found = sorted({m.group(1) for m in re.finditer(r"\|\s*(1:7\.2\S*)\s*\|", out)}, key=_debver)
+    if not found:
+        raise ToolError("apt's lists hold no QEMU 7.2 %s (Debian 12's own); run apt-get update" % package)
+    return found[-1]
+
+
+def _debver(v):
+    # Among one series' own builds (7.2+dfsg-7+deb12uN[+bM]) comparing the numbers is enough.
+    return [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", v)]
