@@ -1,6 +1,6 @@
 """flushless census: how often the testbed itself fails, counted per configuration and per QEMU.
 
-Every trial is done once, never retried, and its console log kept: a boot to dom0's shell,
+Every trial is done once, never retried, and the console log of each failure kept: a boot to dom0's shell,
 rounds of the race tests' load (cache switching, or off), a PVH domU created under -icount, a
 PV domU with the edu device passed through. Each trial's row is appended to
 RESULTS/census/census.jsonl as soon as it ends, so a census killed half-way resumes where it
@@ -44,8 +44,10 @@ class Census:
         return [r for r in self.rows if r["qemu_version"] == self.q["qemu_version"] and r["config"] == config]
 
     def add(self, config, outcome, log_path, **extra):
+        # A good trial's log goes (the rows say what it held); a failure's, or one with findings, stays.
+        keep = outcome != "ok" or extra.get("findings")
         row = dict(extra, qemu_version=self.q["qemu_version"], qemu_package=self.q["qemu_package"],
-                   config=config, outcome=outcome, log=self.keep(log_path),
+                   config=config, outcome=outcome, log=self.keep(log_path) if keep else _drop(log_path),
                    time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         self.rows.append(row)
         with open(self.path, "a") as f:
@@ -179,6 +181,11 @@ class Census:
 
 # What the domU's pcifront shows of edu: its BAR as a sysfs file, or not.
 RESOURCE0 = "for d in /sys/bus/pci/devices/*; do grep -qi 0x11e8 $d/device && ls $d/resource0; done"
+
+
+def _drop(path):
+    if path and os.path.exists(path):
+        os.unlink(path)
 
 
 def _rel(census, path):

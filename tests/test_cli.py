@@ -30,6 +30,8 @@ def flushless(*args):
     (["reproduce", "--minute-seconds", "2"], "5 to 600"),
     (["reproduce", "--stages", "groups,nosuch"], "subset of groups,timing,network,native"),
     (["reproduce", "--bogus"], "unrecognized arguments"),
+    (["census", "--sections", "boot,nosuch"], "subset of boot,race,pvh,passthrough"),
+    (["census", "--qemu", "6.2"], "invalid choice: '6.2'"),
     (["report", "--results", "/nonexistent/results"], "no results in /nonexistent/results"),
     (["run", "forkbench", "--design", "nosuch"], "invalid choice: 'nosuch'"),
     (["run", "forkbench", "--design", "xen-only", "--kernel", "built"], "boots the vanilla kernel"),

@@ -1,0 +1,68 @@
+"""The census's bookkeeping: rows appended as trials end, resumed, summed, drawn as a table."""
+
+import json
+
+import pytest
+
+from flushless import census, qemu
+from flushless.progress import ToolError
+
+
+@pytest.fixture
+def fake_qemu(monkeypatch):
+    monkeypatch.setattr(qemu, "info", lambda: {"qemu_version": "10.0.2", "qemu_package": "1:10.0.2+ds-2",
+                                               "qemu_binary": "/usr/bin/qemu-system-x86_64"})
+
+
+def test_rows_are_appended_as_trials_end_and_read_back(tmp_path, fake_qemu):
+    c = census.Census(str(tmp_path), census.QUICK)
+    log = tmp_path / "boot.log"
+    log.write_text("(XEN) Xen version 4.20\n")
+    c.add("boot built 4 vCPUs", "crash", str(log), what="dom0 kernel oops")
+    good = tmp_path / "good.log"
+    good.write_text("(XEN) Xen version 4.20\n")
+    c.add("boot built 4 vCPUs", "ok", str(good), rounds=0)
+    # The log is kept gzipped beside the rows; the row names it relative to the census.
+    rows = [json.loads(line) for line in (tmp_path / "census" / "census.jsonl").read_text().splitlines()]
+    assert [r["outcome"] for r in rows] == ["crash", "ok"]
+    assert rows[0]["log"] == "../boot.log.gz" and (tmp_path / "boot.log.gz").exists() and not log.exists()
+    # A good trial's log is not kept.
+    assert rows[1]["log"] is None and not good.exists()
+    # A second census on the same directory resumes: it sees both trials done.
+    again = census.Census(str(tmp_path), census.QUICK)
+    assert len(again.done("boot built 4 vCPUs")) == 2
+    assert again.done("boot debian 4 vCPUs") == []
+
+
+def test_repeated_failures_stop_the_census(tmp_path, fake_qemu):
+    c = census.Census(str(tmp_path), census.QUICK)
+    for _ in range(2):
+        c.add("boot built 2 vCPUs", "stall", None)
+        c.give_up_after_failures("boot built 2 vCPUs")
+    c.add("boot built 2 vCPUs", "stall", None)
+    with pytest.raises(ToolError, match="failed 3 times in a row"):
+        c.give_up_after_failures("boot built 2 vCPUs")
+
+
+def test_table_puts_both_qemus_side_by_side():
+    rows = [
+        {"qemu_version": "7.2.22", "config": "boot built 4 vCPUs", "outcome": "ok"},
+        {"qemu_version": "7.2.22", "config": "boot built 4 vCPUs", "outcome": "crash", "log": "logs/a.log.gz"},
+        {"qemu_version": "10.0.2", "config": "boot built 4 vCPUs", "outcome": "ok"},
+        {"qemu_version": "10.0.2", "config": "race load cache on", "outcome": "ok", "rounds": 25, "deaths": {}},
+        {"qemu_version": "10.0.2", "config": "race load cache on", "outcome": "death", "rounds": 25,
+         "deaths": {"11": 2}, "log": "logs/b.log.gz"},
+    ]
+    t = census.table(rows, link_prefix="")
+    lines = t.splitlines()
+    assert lines[0] == "| configuration | QEMU 7.2.22 | QEMU 10.0.2 |"
+    boot = next(x for x in lines if x.startswith("| boot built 4 vCPUs"))
+    assert "1 of 2 ok; crash 1 (logs: [1](logs/a.log.gz))" in boot and "| 1 of 1 ok |" in boot
+    race = next(x for x in lines if x.startswith("| race load cache on"))
+    assert "50 rounds, deaths by signal: 11: 2" in race and race.endswith("not run |") is False
+    assert "| not run |" in race
+
+
+def test_qemu_choices_are_checked():
+    with pytest.raises(ToolError, match="unknown QEMU"):
+        qemu.use("6.2")
