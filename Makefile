@@ -38,13 +38,13 @@ REPRODUCE_FLAGS ?=
 reproduce: deps
 	$(FLUSHLESS) reproduce $(REPRODUCE_FLAGS)
 
-# Keeps results/census: the flake census is kept with the code (flushless census).
 # The testbed's own failures, counted per QEMU: results/census/ and docs/census.md.
 # CENSUS_FLAGS='--qemu 7.2' for Debian 12's QEMU; --sections boot,race,... for a part.
 CENSUS_FLAGS ?=
 census: build
 	$(FLUSHLESS) census $(CENSUS_FLAGS)
 
+# Keeps results/census: the flake census is kept with the code.
 clean:
 	find results -mindepth 1 -maxdepth 1 ! -name census -exec rm -rf {} + 2>/dev/null || true
 	rm -rf report workloads/build
