@@ -283,6 +283,8 @@ def summary(rows):
 def table(rows, link_prefix="../results/census/"):
     """The census as a markdown table: one row per configuration, both QEMUs side by side."""
     s = summary(rows)
+    if not s:
+        return "No trial counted yet.\n"
     versions = sorted({v for v, _ in s}, key=lambda v: [int(x) for x in re.findall(r"\d+", v)])
     configs = sorted({c for _, c in s}, key=_config_order)
     head = "| configuration | " + " | ".join("QEMU %s" % v for v in versions) + " |"
@@ -327,6 +329,30 @@ def write_json(results):
     with open(os.path.join(results, "census", "census.json"), "w") as f:
         json.dump(doc, f, indent=1, sort_keys=True)
     return doc
+
+
+DOC_HEAD = """# The flake census
+
+How often the testbed itself fails, counted by `flushless census` (`make census`), on the same
+host with the same plan for each QEMU. Every trial is done once and never retried; the console
+log of every failure is kept in `results/census/logs/`. This page is drawn from
+`results/census/census.jsonl` by `flushless census --doc`: do not edit the table by hand.
+
+Plan per QEMU: boots to dom0's shell (multi-threaded TCG), %(boot)d per row; the race tests'
+load (`flushless/raceload.py`, 4 vCPUs, `init_on_free=1`), %(race_rounds)d rounds with the cache
+switching and %(race_rounds)d with it off, deaths counted by signal from the kernel's
+`print-fatal-signals` report; PVH domUs created under `-icount`, %(pvh)d of each paging mode; PV
+domUs with edu passed through, %(passthrough)d, each checked for its BAR's `resource0`.
+
+"""
+
+
+def write_doc(results, path):
+    rows = load(os.path.join(results, "census", "census.jsonl"))
+    prefix = os.path.relpath(os.path.join(results, "census"), os.path.dirname(os.path.abspath(path))) + "/"
+    with open(path, "w") as f:
+        f.write(DOC_HEAD % PLAN + table(rows, link_prefix=prefix))
+    return path
 
 
 def main(results, which="system", sections=SECTIONS, quick=False):

@@ -201,6 +201,7 @@ def make_parser():
                     help="comma-separated subset of %s (default all)" % ",".join(census.SECTIONS))
     ce.add_argument("--quick", action="store_true", help="a few trials of each, to try the census out")
     ce.add_argument("--table", action="store_true", help="print the table of the rows so far and stop")
+    ce.add_argument("--doc", metavar="FILE", help="write the census page (docs/census.md) from the rows so far")
     ce.add_argument("--results", default="results", metavar="DIR", help="results directory (default results)")
 
     se = sub.add_parser("series", help="what the Linux series must show: off is stock, flushes per operation at "
@@ -433,6 +434,9 @@ def main(argv=None):
                        os.path.join(args.results, "console"), quick=args.quick)
             return 0
         if args.cmd == "census":
+            if args.doc:
+                log("census: %s" % census.write_doc(args.results, args.doc))
+                return 0
             if args.table:
                 print(census.table(census.load(os.path.join(args.results, "census", "census.jsonl"))), end="")
                 return 0
