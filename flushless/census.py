@@ -19,9 +19,18 @@ from .progress import ToolError, log
 from .testbed import BootConfig, Testbed, _BootStalled
 
 # Trials per configuration (issue 21's plan) and a quick one for trying the census out.
-PLAN = {"boot": 30, "race_rounds": 200, "pvh": 50, "passthrough": 20}
-QUICK = {"boot": 2, "race_rounds": 10, "pvh": 2, "passthrough": 2}
-SECTIONS = ("boot", "race", "pvh", "passthrough")
+PLAN = {"boot": 30, "race_rounds": 200, "pvh": 50, "passthrough": 20, "console_lines": 100000}
+QUICK = {"boot": 2, "race_rounds": 10, "pvh": 2, "passthrough": 2, "console_lines": 5000}
+SECTIONS = ("boot", "race", "console", "pvh", "passthrough")
+CONSOLE_LINES_PER_BOOT = 20000
+# Known lines printed by dom0 while the study's busy state runs: every byte the console
+# changes or loses shows as a line that differs (the end marker of a reproduce run once
+# arrived with one byte changed).
+CONSOLE_LINE = "@@L %d ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+CONSOLE_SCRIPT = ("churn --duration 600 --rate 542 --tabs 4 --libs 2 --lib-kb 32 --heap-kb 128 --resident 16 "
+                  ">/dev/null 2>&1 & c=$!; i=0; while [ $i -lt %d ]; do "
+                  "echo \"@@L $i ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789\"; i=$((i+1)); "
+                  "done; kill $c; wait $c 2>/dev/null; true")
 BOOTS = (("built", 2), ("built", 4), ("debian", 4))
 RACE_ROUNDS_PER_BOOT = 25
 RACE_SMP = 4
@@ -122,6 +131,31 @@ class Census:
                 self.add(config, outcome, path, what=what, **rec)
                 self.give_up_after_failures(config, ("ok", "death"))
 
+    # -- the console under load: do known lines arrive as they were printed? --
+    def run_console(self):
+        parts = build.Parts("built").ensure()
+        config = "console lines under load"
+        while sum(r.get("lines", 0) for r in self.done(config)) < self.plan["console_lines"]:
+            path = self.log_path(config)
+            tb = Testbed(_cfg(parts, smp=2), path)
+            outcome, what = boot_once(tb)
+            rec = {"lines": 0, "bad_lines": [], "lost": 0}
+            try:
+                if outcome == "ok":
+                    n = min(CONSOLE_LINES_PER_BOOT, self.plan["console_lines"])
+                    status, lines = tb.run(CONSOLE_SCRIPT % n, timeout=60 + n // 20)
+                    rec.update(console_check(lines, n))
+                    if rec["bad_lines"] or rec["lost"] or status:
+                        outcome = "corrupt"
+                    what = "%d lines, %d differ, %d lost, status %d" % (n, len(rec["bad_lines"]), rec["lost"], status)
+            except ToolError as e:
+                outcome, what = _failure(e)
+            finally:
+                tb.stop()
+            rec["bad_lines"] = rec["bad_lines"][:20]
+            self.add(config, outcome, path, what=what, **rec)
+            self.give_up_after_failures(config, ("ok", "corrupt"))
+
     # -- PVH domUs created under -icount, hap=1 and hap=0 --
     def run_pvh(self):
         parts = build.Parts("built", guest=True).ensure()
@@ -181,6 +215,18 @@ class Census:
 
 # What the domU's pcifront shows of edu: its BAR as a sysfs file, or not.
 RESOURCE0 = "for d in /sys/bus/pci/devices/*; do grep -qi 0x11e8 $d/device && ls $d/resource0; done"
+
+
+def console_check(lines, n):
+    """Lines that differ from what was printed, and how many never arrived."""
+    seen, bad = set(), []
+    for line in lines:
+        m = re.search(r"@@L (\d+) ", line)
+        if m:
+            seen.add(int(m.group(1)))
+        if not (m and line == CONSOLE_LINE % int(m.group(1))) and line.strip():
+            bad.append(line[:200])
+    return {"lines": n, "bad_lines": bad, "lost": len(set(range(n)) - seen)}
 
 
 def _drop(path):
@@ -271,6 +317,9 @@ def summary(rows):
         s["trials"] += 1
         s["outcomes"][r["outcome"]] = s["outcomes"].get(r["outcome"], 0) + 1
         s["rounds"] += r.get("rounds", 0)
+        s["lines"] = s.get("lines", 0) + r.get("lines", 0)
+        s["bad_lines"] = s.get("bad_lines", 0) + len(r.get("bad_lines", []))
+        s["lost"] = s.get("lost", 0) + r.get("lost", 0)
         for sig, n in r.get("deaths", {}).items():
             s["deaths"][sig] = s["deaths"].get(sig, 0) + n
         if r["outcome"] != "ok" and r.get("log"):
@@ -303,6 +352,8 @@ def _cell(x, link_prefix):
     text = "%d of %d ok" % (x["outcomes"].get("ok", 0), x["trials"])
     if x["rounds"]:
         text += ", %d rounds" % x["rounds"]
+    if x.get("lines"):
+        text += ", %d lines, %d differ, %d lost" % (x["lines"], x["bad_lines"], x["lost"])
     if x["deaths"]:
         text += ", deaths by signal: %s" % ", ".join("%s: %d" % kv for kv in sorted(x["deaths"].items()))
     elif x["rounds"]:
@@ -316,7 +367,7 @@ def _cell(x, link_prefix):
 
 
 def _config_order(c):
-    for i, prefix in enumerate(("boot ", "race ", "pvh ", "pv-passthrough", "passthrough dom0")):
+    for i, prefix in enumerate(("boot ", "race ", "console ", "pvh ", "pv-passthrough", "passthrough dom0")):
         if c.startswith(prefix):
             return (i, c)
     return (9, c)
@@ -341,7 +392,8 @@ log of every failure is kept in `results/census/logs/`. This page is drawn from
 Plan per QEMU: boots to dom0's shell (multi-threaded TCG), %(boot)d per row; the race tests'
 load (`flushless/raceload.py`, 4 vCPUs, `init_on_free=1`), %(race_rounds)d rounds with the cache
 switching and %(race_rounds)d with it off, deaths counted by signal from the kernel's
-`print-fatal-signals` report; PVH domUs created under `-icount`, %(pvh)d of each paging mode; PV
+`print-fatal-signals` report; %(console_lines)d known lines printed by dom0 under the study's busy
+state, each compared byte for byte; PVH domUs created under `-icount`, %(pvh)d of each paging mode; PV
 domUs with edu passed through, %(passthrough)d, each checked for its BAR's `resource0`.
 
 """

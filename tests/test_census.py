@@ -66,3 +66,13 @@ def test_table_puts_both_qemus_side_by_side():
 def test_qemu_choices_are_checked():
     with pytest.raises(ToolError, match="unknown QEMU"):
         qemu.use("6.2")
+
+
+def test_console_check_finds_a_changed_byte_and_a_lost_line():
+    lines = [census.CONSOLE_LINE % i for i in range(5)]
+    lines[1] = lines[1].replace("XYZ", "XcZ")
+    del lines[3]
+    res = census.console_check(lines, 5)
+    assert res["lost"] == 1 and res["bad_lines"] == [(census.CONSOLE_LINE % 1).replace("XYZ", "XcZ")]
+    # The script prints exactly the line the check expects.
+    assert census.CONSOLE_LINE.replace("%d", "$i") in census.CONSOLE_SCRIPT.replace('\\"', '"')
