@@ -25,8 +25,11 @@ CACHE = os.environ.get("FLUSHLESS_CACHE") or os.path.join(os.path.expanduser("~"
 # Debian 13's Xen and Linux, pinned: the series and the tests' counts are written against
 # these versions, and the archive moves on (on 2026-11-23 its lists named Xen 4.20.4+63,
 # whose source files this mirror does not serve, and linux-source-6.12 6.12.117).
+# Each part is resolved through the suites' signed indices (debian.resolve, docs/sources.md);
+# the Pins below are the sums recorded for when an index no longer lists the pinned version.
 # The sums of the .debs are those of apt's signed lists; Xen's .dsc was never served here,
 # so its tarballs' sums were recorded at download (2026-11-23).
+TRIXIE = ("trixie", "trixie-security", "trixie-updates")
 XEN_SOURCE_VERSION = "4.20.3+127-gc42374a105-0+deb13u1"
 XEN_SOURCE_FILES = [
     debian.Pin("pool/main/x/xen/xen_4.20.3+127-gc42374a105.orig.tar.xz",
@@ -34,6 +37,7 @@ XEN_SOURCE_FILES = [
     debian.Pin("pool/main/x/xen/xen_4.20.3+127-gc42374a105-0+deb13u1.debian.tar.xz",
                "b1f909d626f3d4ba6965ba291dd97b0dfbbe48bb8e2510913cbc1760c5e8cb3e"),
 ]
+XEN_DEBIAN = debian.Wanted(["xen"], XEN_SOURCE_VERSION, "4.20", TRIXIE, source=True, recorded=XEN_SOURCE_FILES)
 # Applied after patches/xen for the testbed only (never part of the series).
 XEN_TESTBED_PATCHES = os.path.join(REPO, "testbed", "xen")
 # Kconfig seeds merged into Xen's defaults: perf counters need EXPERT; shadow paging (off by
@@ -49,6 +53,10 @@ LINUX_SOURCE_DEB = debian.Pin("pool/main/l/linux/linux-source-6.12_6.12.107-1_al
 LINUX_IMAGE = "linux-image-6.12.107+deb13-amd64"
 LINUX_IMAGE_DEB = debian.Pin("pool/main/l/linux-signed-amd64/linux-image-6.12.107+deb13-amd64_6.12.107-1_amd64.deb",
                              "7794643cf4560de2a7e3b069e8ca8511ad2a568d652ea285f0fe051f79bc9e99")
+LINUX_SOURCE_DEBIAN = debian.Wanted.debs([LINUX_SOURCE_DEB], TRIXIE, series="6.12")
+# The image's name carries the kernel ABI: a newer 6.12 is another package.
+LINUX_IMAGE_DEBIAN = debian.Wanted([LINUX_IMAGE], LINUX_VERSION, "6.12", TRIXIE, recorded=[LINUX_IMAGE_DEB],
+                                   patterns={LINUX_IMAGE: r"linux-image-6\.12\.\d+\+deb13-amd64"})
 LINUX_CONFIG = os.path.join(REPO, "testbed", "linux", "flushless.config")
 # The toolstack for the domUs of --guest (xl, xenstored, xenconsoled), from Debian 13's build of
 # our Xen's own source version. apt's lists name 4.20.4+63 by now, so the sums of these Xen
@@ -94,6 +102,10 @@ TOOLSTACK_DEBS = [
     debian.Pin("pool/main/g/gcc-14/libgcc-s1_14.2.0-19_amd64.deb",
                "3c71917b490d1a17aed43196a2787a256ecf060526cdb20216a74bedc061b150"),
 ]
+# Xen's binaries are taken at one version, of Xen's series; each library on its own.
+TOOLSTACK_DEBIAN = ([debian.Wanted.debs([p for p in TOOLSTACK_DEBS if "/x/xen/" in p.path], TRIXIE, series="4.20",
+                                        label="xen toolstack")]
+                    + [debian.Wanted.debs([p], TRIXIE) for p in TOOLSTACK_DEBS if "/x/xen/" not in p.path])
 # What dom0 runs of it; the libraries they load are found by their DT_NEEDED entries, plus
 # libgcc_s (glibc loads it for pthread_cancel(): without it 'xl create' aborts).
 TOOLSTACK_PROGRAMS = ["usr/lib/xen-4.20/bin/" + p for p in
@@ -111,6 +123,19 @@ def _sha(h, item):
     else:
         h.update(str(item).encode())
     h.update(b"\0")
+
+
+def hash_inputs(inputs):
+    h = hashlib.sha256()
+    for label, value in inputs:
+        _sha(h, label)
+        if label.startswith("file:"):
+            with open(value, "rb") as f:
+                _sha(h, os.path.relpath(value, REPO))
+                _sha(h, f.read())
+        else:
+            _sha(h, value)
+    return h.hexdigest()[:16]
 
 
 def file_list(pattern):
@@ -137,16 +162,7 @@ class Part:
         raise NotImplementedError
 
     def _key(self):
-        h = hashlib.sha256()
-        for label, value in self.inputs():
-            _sha(h, label)
-            if label.startswith("file:"):
-                with open(value, "rb") as f:
-                    _sha(h, os.path.relpath(value, REPO))
-                    _sha(h, f.read())
-            else:
-                _sha(h, value)
-        return h.hexdigest()[:16]
+        return hash_inputs(self.inputs())
 
     @property
     def key(self):
@@ -215,11 +231,53 @@ def work_dir(name):
     return tempfile.mkdtemp(prefix=name + ".", dir=os.path.join(CACHE, "work"))
 
 
-def apply_patches(tree, series, logfile, label):
+def apply_patches(tree, series, logfile, label, source=None):
+    """SOURCE (debian.Resolved) names the Debian version in a failure: after a fallback the
+    series may not fit."""
     for p in series:
         log("%s: applying %s" % (label, os.path.basename(p)))
-        run_logged(["patch", "-p1", "--forward", "--batch", "-i", p], logfile, "%s: patch %s"
-                   % (label, os.path.basename(p)), cwd=tree)
+        try:
+            run_logged(["patch", "-p1", "--forward", "--batch", "-i", p], logfile, "%s: patch %s"
+                       % (label, os.path.basename(p)), cwd=tree)
+        except ToolError as e:
+            if source is None:
+                raise
+            raise ToolError("%s does not apply to %s %s%s\n%s" % (os.path.relpath(p, REPO), source.wanted.label,
+                                                                   source.version, source.gone_note(), e))
+
+
+# A pinned version the archive no longer has is replaced by another (debian.resolve); the part
+# is then keyed by the version taken too. The key of the pinned inputs stays the lookup key, so
+# a part built from the pin is found without the network; a build that fell back leaves a note
+# under downloads/resolved/ keyed by the pinned inputs, read offline, that adds the version taken.
+
+def taken_note(part):
+    return downloads("resolved", "%s-%s.json" % (part.name, hash_inputs(part.pinned_inputs())))
+
+
+def resolved_inputs(part):
+    note = taken_note(part)
+    if not os.path.exists(note):
+        return part.pinned_inputs()
+    with open(note) as f:
+        return part.pinned_inputs() + [("debian-taken", json.load(f)["taken"])]
+
+
+def resolve(part, wanted, dest):
+    """Download WANTED's files for PART's build: [debian.Resolved]. A version other than the pin
+    re-keys PART, before Part.ensure() stores it."""
+    loaded = {}
+    res = [debian.resolve(w, dest, downloads("indices"), loaded) for w in wanted]
+    taken = "; ".join(r.describe() for r in res if not r.is_pin)
+    note = taken_note(part)
+    if taken:
+        os.makedirs(os.path.dirname(note), exist_ok=True)
+        with open(note, "w") as f:
+            json.dump({"taken": taken, "debian": [r.record() for r in res]}, f, indent=2)
+    elif os.path.exists(note):
+        os.unlink(note)
+    part.__dict__.pop("_cached_key", None)
+    return res
 
 
 def gcc_version():
@@ -242,19 +300,23 @@ class Xen(Part):
         return XEN_SOURCE_VERSION
 
     def inputs(self):
+        return resolved_inputs(self)
+
+    def pinned_inputs(self):
         return ([("xen-source", self.version()), ("gcc", gcc_version()), ("config", " ".join(self.config))]
                 + [("file:patch", p) for p in self.series]
                 + [("file:testbed-patch", p) for p in self.testbed_patches()])
 
     def build(self, out):
         tools.require("gcc", "make", "flex", "bison", "python3", "patch", "tar", "xz")
-        files = {pin.name: debian.fetch_pinned(pin, downloads("xen")) for pin in XEN_SOURCE_FILES}
+        source, = resolve(self, [XEN_DEBIAN], downloads("xen"))
+        files = source.files
         work = self.work_dir("xen")
         tree = os.path.join(work, "src")
         logfile = os.path.join(out, "build.log")
         log("xen: unpacking %s" % ", ".join(sorted(files)))
         debian_patches = debian.unpack_source(files, tree, logfile)
-        apply_patches(tree, self.series + self.testbed_patches(), logfile, "xen")
+        apply_patches(tree, self.series + self.testbed_patches(), logfile, "xen", source)
         with open(os.path.join(tree, "xen", ".config"), "w") as f:
             f.write("\n".join(self.config) + "\n")
         run_logged(["make", "-C", "xen", "olddefconfig"], logfile, "xen: config", cwd=tree)
@@ -271,7 +333,7 @@ class Xen(Part):
         shutil.copytree(os.path.join(tree, "xen", "include", "public"), os.path.join(out, "include", "public"))
         version = xen_version(tree)
         shutil.rmtree(work)
-        return {"xen_source_version": self.version(), "xen_version": version,
+        return {"xen_source_version": source.version, "debian": source.record(), "xen_version": version,
                 "debian_patches": len(debian_patches),
                 "patches": [os.path.basename(p) for p in self.series],
                 "testbed_patches": [os.path.basename(p) for p in self.testbed_patches()],
@@ -306,12 +368,16 @@ class DebianKernel(Kernel):
         return LINUX_IMAGE, LINUX_VERSION
 
     def inputs(self):
+        return resolved_inputs(self)
+
+    def pinned_inputs(self):
         pkg, ver = self.package()
         return [("package", pkg), ("version", ver)] + [("module", m) for m in DEBIAN_MODULES]
 
     def build(self, out):
-        pkg, ver = self.package()
-        deb = debian.fetch_pinned(LINUX_IMAGE_DEB, downloads("deb"))
+        image, = resolve(self, [LINUX_IMAGE_DEBIAN], downloads("deb"))
+        (pkg,), ver = image.packages, image.version
+        deb, = image.files.values()
         with tempfile.TemporaryDirectory(dir=os.path.join(CACHE, "parts")) as tmp:
             debian.extract_deb(deb, tmp)
             vmlinuz = glob.glob(os.path.join(tmp, "boot", "vmlinuz-*"))
@@ -331,7 +397,7 @@ class DebianKernel(Kernel):
                 dest = os.path.join(out, "modules", os.path.basename(m)[:-len(".xz")])
                 with open(dest, "wb") as f:
                     subprocess.run(["xz", "-dc", src], stdout=f, check=True)
-        return {"package": pkg, "version": ver, "release": release}
+        return {"package": pkg, "version": ver, "release": release, "debian": image.record()}
 
 
 class BuiltKernel(Kernel):
@@ -355,12 +421,16 @@ class BuiltKernel(Kernel):
         return LINUX_VERSION
 
     def inputs(self):
+        return resolved_inputs(self)
+
+    def pinned_inputs(self):
         return ([("linux-source", self.version()), ("gcc", gcc_version()), ("file:config", LINUX_CONFIG)]
                 + [("file:patch", p) for p in self.series])
 
     def build(self, out):
         tools.require("dpkg-deb", "gcc", "make", "flex", "bison", "bc", "patch", "xz")
-        deb = debian.fetch_pinned(LINUX_SOURCE_DEB, downloads("deb"))
+        source, = resolve(self, [LINUX_SOURCE_DEBIAN], downloads("deb"))
+        deb, = source.files.values()
         work = self.work_dir("linux")
         logfile = os.path.join(out, "build.log")
         log("linux: unpacking %s (1.5 GB tree, about a minute)" % os.path.basename(deb))
@@ -368,7 +438,7 @@ class BuiltKernel(Kernel):
         run_logged(["sh", "-c", "dpkg-deb --fsys-tarfile '%s' | tar -xO '%s' | tar -xJ" % (deb, tarball)],
                    logfile, "linux: unpack", cwd=work)
         tree = os.path.join(work, LINUX_SOURCE)
-        apply_patches(tree, self.series, logfile, "linux")
+        apply_patches(tree, self.series, logfile, "linux", source)
         env = dict(os.environ)
         make = ["make", "-C", tree]
         if tools.have("ccache"):
@@ -399,7 +469,7 @@ class BuiltKernel(Kernel):
         shutil.copy(os.path.join(tree, "System.map"), os.path.join(out, "System.map"))
         os.makedirs(os.path.join(out, "modules"))
         shutil.rmtree(work)
-        return {"linux_source_version": self.version(), "release": release,
+        return {"linux_source_version": source.version, "debian": source.record(), "release": release,
                 "patches": [os.path.basename(p) for p in self.series]}
 
 
@@ -444,6 +514,9 @@ class Toolstack(Part):
     name = "toolstack"
 
     def inputs(self):
+        return resolved_inputs(self)
+
+    def pinned_inputs(self):
         return ([("deb", "%s %s" % (pin.path, pin.sha256)) for pin in TOOLSTACK_DEBS]
                 + [("program", p) for p in TOOLSTACK_PROGRAMS]
                 + [("file:guest", p) for p in file_list("testbed/guest/xenstack")]
@@ -452,8 +525,10 @@ class Toolstack(Part):
     def build(self, out):
         tools.require("dpkg-deb", "readelf")
         tree = self.work_dir("toolstack")
-        for pin in TOOLSTACK_DEBS:
-            debian.extract_deb(debian.fetch_pinned(pin, downloads("deb")), tree)
+        taken = resolve(self, TOOLSTACK_DEBIAN, downloads("deb"))
+        for res in taken:
+            for deb in res.files.values():
+                debian.extract_deb(deb, tree)
         libdir = "usr/lib/x86_64-linux-gnu"
         wanted, todo = {}, list(TOOLSTACK_PROGRAMS) + [os.path.join(libdir, n) for n in TOOLSTACK_DLOPENED]
         while todo:
@@ -478,7 +553,8 @@ class Toolstack(Part):
             w.file("etc/xen/xl.conf", b"# flushless: xl's built-in defaults\n")
 
         write_gz(os.path.join(out, "toolstack.cpio.gz"), fill)
-        return {"debs": [pin.name for pin in TOOLSTACK_DEBS], "files": sorted(wanted)}
+        return {"debs": sorted(n for res in taken for n in res.files), "debian": [res.record() for res in taken],
+                "files": sorted(wanted)}
 
 
 class Initramfs(Part):
