@@ -191,6 +191,10 @@ def make_parser():
                    help="comma-separated subset of %s (default all)" % ",".join(study.STAGES))
     e.add_argument("--results", default="results", metavar="DIR", help="results directory (default results)")
     e.add_argument("--report", default="report", metavar="DIR", help="report directory (default report)")
+    e.add_argument("--restart", action="store_true",
+                   help="start over: move the chosen stages' earlier results to RESULTS/old/TIME/ and run them "
+                        "again (default: resume; stages done with the same settings and build are kept, "
+                        "RESULTS/stages.json records them; docs/reproduce.md)")
 
     ce = sub.add_parser("census", help="count the testbed's own failures: boots, the race tests' load, PVH "
                                        "domUs under -icount, passthrough domUs; one row per trial, resumable",
@@ -212,8 +216,12 @@ def make_parser():
     se.add_argument("--quick", action="store_true", help="fewer rounds, 2 vCPUs only, a 3-minute soak")
     se.add_argument("--results", default="results/series", metavar="DIR",
                     help="results directory (default results/series)")
+    se.add_argument("--restart", action="store_true",
+                    help="start over: move the chosen experiments' earlier results to RESULTS/old/TIME/ and run "
+                         "them again (default: resume; experiments done with the same build and --quick are kept)")
 
-    rp = sub.add_parser("report", help="write report/index.html from an existing results/ directory")
+    rp = sub.add_parser("report", help="write report/index.html from an existing results/ directory (what is "
+                                       "missing is listed, with the reason RESULTS/stages.json gives)")
     rp.add_argument("--results", default="results", metavar="DIR")
     rp.add_argument("--report", default="report", metavar="DIR")
 
@@ -369,9 +377,19 @@ def cmd_reproduce(args):
     report.check_tools()
     log("reproduce (%s): one scaled minute = %g s of testbed time, busy state at %d creations/min; "
         "results in %s, report in %s" % (prof.name, prof.minute_s, prof.churn_rate, args.results, args.report))
-    study.Study(prof, args.results, stages).run()
-    path = report.write(args.results, args.report)
-    log("report: %s" % path)
+    failure = study.Study(prof, args.results, stages, restart=args.restart).run()
+    try:
+        log("report: %s" % report.write(args.results, args.report))
+    except Exception as e:
+        if not failure:
+            raise
+        # The stage's failure is the news; the report's own is logged beside it.
+        log("report: could not be drawn: %s: %s" % (type(e).__name__, e))
+    if failure:
+        raise ToolError("stage %s failed: %s\n  console log: %s\n  the report lists what is missing; the same "
+                        "command resumes from %s (--restart starts over)"
+                        % (failure["stage"], failure.get("error"), failure.get("console_log") or "none written",
+                           failure["stage"]))
     return 0
 
 
@@ -431,7 +449,7 @@ def main(argv=None):
                 if name not in series.EXPERIMENTS:
                     raise workloads.UsageError("unknown experiment '%s' (%s)" % (name, ", ".join(series.EXPERIMENTS)))
             series.run(args.experiments or series.EXPERIMENTS, args.results,
-                       os.path.join(args.results, "console"), quick=args.quick)
+                       os.path.join(args.results, "console"), quick=args.quick, restart=args.restart)
             return 0
         if args.cmd == "census":
             if args.doc:

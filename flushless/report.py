@@ -8,7 +8,7 @@ import html
 import json
 import os
 
-from . import study
+from . import ledger, study
 from .progress import ToolError
 
 PUBLISHED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "evaluation", "published.json")
@@ -32,15 +32,73 @@ EXTRA_EXPERIMENTS = ("designs", "pte_modes", "seed_xen", "seed_model")
 
 
 def load(results):
-    docs = {}
-    for name in EXPERIMENTS + EXTRA_EXPERIMENTS:
-        path = os.path.join(results, name + ".json")
-        if os.path.exists(path):
-            with open(path) as f:
-                docs[name] = json.load(f)
+    docs = load_some(results)
     if not docs:
         raise ToolError("no results in %s: run 'flushless reproduce' first" % results)
     return docs
+
+
+def load_some(results):
+    """The results files there are; a missing or unreadable one is left out."""
+    docs = {}
+    for name in EXPERIMENTS + EXTRA_EXPERIMENTS:
+        doc = study.read_json(os.path.join(results, name + ".json"))
+        if doc is not None:
+            docs[name] = doc
+    return docs
+
+
+# --- what this run did not measure --------------------------------------------------------
+
+def missing_stages(results, docs):
+    """{stage: why} for each stage whose results files are not all there, the reason taken
+    from RESULTS/stages.json (ledger.py), or "not run"."""
+    stages = (ledger.read(results) or {}).get("stages", {})
+    out = {}
+    for stage, names in study.STAGE_OUTPUTS.items():
+        absent = [n for n in names if n not in docs and study.read_json(os.path.join(results, n + ".json")) is None]
+        if absent:
+            out[stage] = stage_reason(stages.get(stage), [n + ".json" for n in absent])
+    return out
+
+
+def stage_reason(e, absent):
+    if not e:
+        return "not run"
+    status, when = e.get("status"), e.get("ended") or e.get("started")
+    if status == "done":
+        return "recorded done at %s, but %s missing" % (when, ", ".join(absent))
+    if status == "failed":
+        error = (e.get("error") or "no message").strip().splitlines()[0][:300]
+        why = "failed at %s: %s" % (when, error)
+        if e.get("console_log"):
+            why += "; console log %s" % e["console_log"]
+    elif status == "interrupted":
+        why = "interrupted at %s" % when
+    else:
+        why = "started at %s and never ended (the run was killed)" % when
+    if e.get("kept"):
+        why += "; %d of %d parts finished and kept for the resume (%s)" % (len(e["kept"]), e.get("of", 0),
+                                                                           ", ".join(e["kept"]))
+    return why
+
+
+def missing_line(stage, missing):
+    return "<p class='missing' style='color:#a00'>not measured in this run: %s (%s)</p>" % (
+        html.escape(stage), html.escape(missing.get(stage, "not run")))
+
+
+def missing_lines(stages, missing):
+    return "".join("\n" + missing_line(s, missing) for s in stages if s in missing)
+
+
+def missing_section(missing):
+    if not missing:
+        return ""
+    items = "".join("<li><b>%s</b>: %s</li>" % (html.escape(s), html.escape(why)) for s, why in missing.items())
+    return ("\n<h2>Not measured in this run</h2>\n<ul>%s</ul>\n<p>Each section below says what it lacks. "
+            "The results directory's stages.json records every stage; running the same command again resumes "
+            "from the first stage not done (docs/reproduce.md).</p>" % items)
 
 
 def pct(x, digits=1):
@@ -547,8 +605,13 @@ def seed_caption(xen_doc, model_doc, lab):
 # --- the page -----------------------------------------------------------------------------
 
 def write(results, out):
+    """report/index.html from the results there are; what a stage did not write is listed
+    as not measured, with the reason the ledger gives."""
     check_tools()
-    docs = load(results)
+    docs = load_some(results)
+    missing = missing_stages(results, docs)
+    if len(missing) == len(study.STAGES) and ledger.read(results) is None:
+        raise ToolError("no results in %s: run 'flushless reproduce' first" % results)
     with open(PUBLISHED) as f:
         pub = json.load(f)
     os.makedirs(out, exist_ok=True)
@@ -557,8 +620,6 @@ def write(results, out):
         json.dump(table, f, indent=1)
     study.write_csv(os.path.join(out, "comparison.csv"), table)
 
-    any_doc = next(iter(docs.values()))
-    ts = any_doc["time_scale"]
     figs = []
 
     def figure(fname, draw, caption):
@@ -567,6 +628,7 @@ def write(results, out):
 
     busy = ""  # the busy state, named in the captions of the figures that come from it
     if "flush_frequency" in docs:
+        ts = docs["flush_frequency"]["time_scale"]
         busy = ("Workload: %s (address-space randomisation off) at %d process creations per real minute = the "
                 "paper's %d per scaled minute; time scale: 1 scaled minute = %g s of testbed time."
                 % (docs["flush_frequency"]["workload"], ts["churn_rate_per_real_min"], study.PAPER_RATE,
@@ -643,7 +705,7 @@ def write(results, out):
 
     path = os.path.join(out, "index.html")
     with open(path, "w") as f:
-        f.write(page(docs, table, figs, results, out))
+        f.write(page(docs, table, figs, results, out, missing))
     return path
 
 
@@ -677,13 +739,11 @@ def fig_designs(doc, pub, path):
     plt.close(fig)
 
 
-def designs_html(results, out):
+def designs_html(results, out, missing=None):
     """Stage designs (results/designs.json): the table and its figure, or why there is none."""
-    path = os.path.join(results, "designs.json")
-    if not os.path.exists(path):
-        return "<p>Not run (stage designs).</p>"
-    with open(path) as f:
-        doc = json.load(f)
+    doc = study.read_json(os.path.join(results, "designs.json"))
+    if doc is None:
+        return missing_line("designs", missing or {})
     e = html.escape
     from . import designs
     # The model is applied here, so that a change of evaluation/hardware.json shows at once.
@@ -767,13 +827,11 @@ def fig_pte_modes(doc, pub, path):
     plt.close(fig)
 
 
-def pte_modes_html(results, out):
+def pte_modes_html(results, out, missing=None):
     from . import ptemodes
-    path = os.path.join(results, "pte_modes.json")
-    if not os.path.exists(path):
-        return "<p>Not run (stage pte_modes).</p>"
-    with open(path) as f:
-        doc = json.load(f)
+    doc = study.read_json(os.path.join(results, "pte_modes.json"))
+    if doc is None:
+        return missing_line("pte_modes", missing or {})
     with open(PUBLISHED) as f:
         pub = json.load(f)
     fig_pte_modes(doc, pub, os.path.join(out, "pte_modes.png"))
@@ -794,13 +852,11 @@ fork on 2005 hardware, writable page tables against trap-and-emulate. {timing}</
         be=e(be), timing=e(doc["timing"]), rows=rows)
 
 
-def native_kernel_html(results):
+def native_kernel_html(results, missing=None):
     """The paper's proposed native port (results/native_kernel.json, series.native): a table."""
-    path = os.path.join(results, "native_kernel.json")
-    if not os.path.exists(path):
-        return "<p>Not run (stage native_kernel).</p>"
-    with open(path) as f:
-        doc = json.load(f)
+    doc = study.read_json(os.path.join(results, "native_kernel.json"))
+    if doc is None:
+        return missing_line("native_kernel", missing or {})
     s = doc["summary"]
     rows = "".join("<tr><td>%s</td><td>%.2f</td><td>%.2f (%+.3f %%)</td><td>%.2f</td><td>%.2f (%+.3f %%)</td></tr>" % (
         what, s[what]["vanilla"], s[what]["built_off"], s[what]["off_vs_vanilla_pct"], s[what]["testbed_off"],
@@ -817,10 +873,13 @@ in one boot. lmbench lat_proc, µs per operation, median of the rounds:</p>
         refused="refused (ENODEV), as it must be" if refused else "<b>not refused</b>")
 
 
-def page(docs, table, figs, results, out):
+def page(docs, table, figs, results, out, missing=None):
     e = html.escape
-    any_doc = next(iter(docs.values()))
-    ts = any_doc["time_scale"]
+    missing = missing or {}
+    # The first results file with the run's time scale (series' native_kernel.json has none).
+    any_doc = next((d for d in docs.values() if "time_scale" in d), {})
+    ts = any_doc.get("time_scale") or {"meaning": "not recorded (no results of the testbed stages)",
+                                       "churn_rate_per_real_min": "?", "minute_s": "?"}
     versions = any_doc.get("versions", {})
     ok = sum(1 for r in table if r["reproduced"])
     rows = "\n".join("<tr class='%s'><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>" % (
@@ -852,15 +911,15 @@ patches/xen and patches/linux, booted under QEMU (TCG, q35, emulated VT-d), dom0
 creations per real minute. Counts are exact. Times are emulation times: they are compared only within one boot
 (baseline and dyn interleaved, the cache switched at run time), the latencies and the CPU suite under QEMU's
 -icount (instruction time, immune to the host's load); each figure says which, and rows that compare separate
-boots say so.</p>
+boots say so.</p>{missing}
 <h2>Published numbers and ours ({ok} of {n} reproduced)</h2>
 <table><tr><th>item</th><th>published</th><th>ours</th><th>reproduced</th><th>rule</th></tr>
 {rows}
 </table>
 <p>Also in <a href="comparison.json">comparison.json</a> and <a href="comparison.csv">comparison.csv</a>.
-Results files: {files}.</p>
+Results files: {files}.</p>{missing_table}
 <h2>Figures</h2>
-{figs}
+{figs}{missing_figs}
 <h2>The native-kernel question</h2>
 {native}
 <h2>Designs side by side</h2>
@@ -886,8 +945,11 @@ what carries over is whether the cache changes it.</li>
 """.format(profile=e(any_doc.get("profile", "?")), generated=e(any_doc.get("generated", "?")),
            commit=e(str(any_doc.get("flushless_commit"))), meaning=e(ts["meaning"]),
            rate=ts["churn_rate_per_real_min"], ok=ok, n=len(table), rows=rows, files=files, figs=fig_html,
-           minute_s=ts["minute_s"], boots=boot_html, versions=e(ver), native=native_kernel_html(results),
-           designs=designs_html(results, out), pte_modes=pte_modes_html(results, out))
+           minute_s=ts["minute_s"], boots=boot_html, versions=e(ver), native=native_kernel_html(results, missing),
+           designs=designs_html(results, out, missing), pte_modes=pte_modes_html(results, out, missing),
+           missing=missing_section(missing),
+           missing_table=missing_lines(("groups", "timing", "network"), missing),
+           missing_figs=missing_lines(("groups", "timing", "network", "native", "seed"), missing))
 
 
 # --- two runs side by side ----------------------------------------------------------------

@@ -374,18 +374,47 @@ def boots(results, console_dir, n=30, smp=2, configs=BOOT_CONFIGS, xen_series=No
     return summary
 
 
-def run(names, results, console_dir, quick=False):
+def run(names, results, console_dir, quick=False, restart=False):
+    """Each experiment in turn, recorded in RESULTS/stages.json (ledger.py): a rerun keeps those
+    done with the same build and --quick; RESTART moves their results aside and runs them all.
+    The first failure ends the run (recorded, then raised). {name: result} of those run now."""
+    from . import ledger
+    book = ledger.Ledger(results, log)
+    # The built parts' keys and the other parts' inputs, as for reproduce's stages (Study.depends).
+    base = {"quick": quick, "parts": ledger.parts_keys(build.Parts("built")), "sources": ledger.sources_digest()}
+    if restart:
+        for name in names:
+            book.restart(name, (name,))
     out = {}
-    for name in names:
-        try:
-            out[name] = _experiment(name, results, console_dir, quick)
-        except EmulatorFault as e:
-            # QEMU's, not the guest's (README, "Boot failures"): the experiment once more.
-            kept = e.console_log + ".emulator-fault"
-            os.replace(e.console_log, kept)
-            log("%s: %s\n  console log kept in %s; doing %s again" % (name, e, kept, name))
-            out[name] = _experiment(name, results, console_dir, quick)
+    for i, name in enumerate(names):
+        depends = dict(base, experiment=name)
+        if not book.prepare(name, depends, (name,)):
+            continue
+        log("series %d/%d %s: start" % (i + 1, len(names), name))
+        t0 = time.monotonic()
+        # Set again for each: a testbed boot resets SIGTERM to the default when it ends.
+        with ledger.sigterm_interrupts():
+            try:
+                out[name] = book.run(name, depends, lambda: _with_retry(name, results, console_dir, quick, book),
+                                     console_dir)
+            except Exception:
+                log("series %s: failed after %.0f s (console log: %s); recorded in %s, the same command "
+                    "resumes from it" % (name, time.monotonic() - t0, book.entry(name).get("console_log"), book.path))
+                raise
+        log("series %d/%d %s: done in %.0f s" % (i + 1, len(names), name, time.monotonic() - t0))
     return out
+
+
+def _with_retry(name, results, console_dir, quick, book):
+    try:
+        return _experiment(name, results, console_dir, quick)
+    except EmulatorFault as e:
+        # QEMU's, not the guest's (README, "Boot failures"): the experiment once more.
+        kept = e.console_log + ".emulator-fault"
+        os.replace(e.console_log, kept)
+        log("%s: %s\n  console log kept in %s; doing %s again" % (name, e, kept, name))
+        book.note(name, attempts=2, emulator_fault=str(e), emulator_fault_log=kept)
+        return _experiment(name, results, console_dir, quick)
 
 
 def _experiment(name, results, console_dir, quick):

@@ -26,12 +26,14 @@ import datetime
 import json
 import os
 import shlex
+import signal
 import socket
 import subprocess
 import threading
 import time
+import traceback
 
-from . import build, measure, workloads
+from . import build, ledger, measure, workloads
 from .measure import COUNTERS, OPTIONAL_COUNTERS, parse_counters, parse_stats
 from .progress import ToolError, log
 from .testbed import BootConfig, EmulatorFault, Testbed
@@ -133,6 +135,24 @@ PROFILES = {
 }
 
 STAGES = ("groups", "timing", "network", "native", "native_kernel", "designs", "pte_modes", "seed")
+# What each stage does (its start line), and the results files (RESULTS/NAME.json and .csv)
+# it writes: report.py names a missing section by its stage.
+STAGE_INTRO = {"groups": "the busy state in five boots: baseline, pre, adaptive, dyn, relaxed",
+               "timing": "latencies, the CPU suite and the seed benchmarks in one -icount boot",
+               "network": "the TCP stream to the host",
+               "native": "the seed lab's benchmarks on the host",
+               "native_kernel": "the kernels booted without Xen",
+               "designs": "stock strict and relaxed, the paper's design, xen-only and guest-only, side by side",
+               "pte_modes": "PTE update modes on fork: late pin, early pin with hypercalls, early pin emulated",
+               "seed": "seed 002 on Xen: fork and access latency in PVH domUs with hap=1 and hap=0, -icount"}
+STAGE_OUTPUTS = {"groups": ("flush_frequency", "cache_size", "cache_miss"),
+                 "timing": ("pt_alloc_free_time", "process_latency", "cpu_suite"),
+                 "network": ("tcp_stream",),
+                 "native": ("seed_fork_vs_memory", "seed_access_latency"),
+                 "native_kernel": ("native_kernel",),
+                 "designs": ("designs",),
+                 "pte_modes": ("pte_modes",),
+                 "seed": ("seed_xen", "seed_model")}
 
 
 # --- the busy-state timeline ------------------------------------------------------------
@@ -342,11 +362,12 @@ def write_csv(path, rows):
     keys = []
     for r in rows:
         keys += [k for k in r if k not in keys]
-    with open(path, "w", newline="") as f:
+    with open(path + ".tmp", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=keys)
         w.writeheader()
         for r in rows:
             w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in keys})
+    os.replace(path + ".tmp", path)
 
 
 def write_experiment(results, name, meta, rows, runs=None, summary=None):
@@ -356,10 +377,25 @@ def write_experiment(results, name, meta, rows, runs=None, summary=None):
         doc["summary"] = summary
     if runs is not None:
         doc["runs"] = runs
-    with open(os.path.join(results, name + ".json"), "w") as f:
-        json.dump(doc, f, indent=1, sort_keys=True)
+    write_json(os.path.join(results, name + ".json"), doc)
     write_csv(os.path.join(results, name + ".csv"), rows)
     log("wrote %s/%s.{json,csv} (%d rows)" % (results, name, len(rows)))
+
+
+def write_json(path, doc):
+    # Renamed into place: a run killed while writing leaves no half file for the report.
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+    os.replace(path + ".tmp", path)
+
+
+def read_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
 
 
 def git_commit():
@@ -372,13 +408,21 @@ def git_commit():
 
 
 class Study:
-    def __init__(self, profile, results, stages=STAGES, console_dir=None):
+    """The stages in order, each recorded in RESULTS/stages.json (ledger.py): a rerun keeps
+    the stages done with the same settings and build, and goes on from the first one not done
+    (docs/reproduce.md)."""
+
+    def __init__(self, profile, results, stages=STAGES, console_dir=None, restart=False):
         self.profile = profile
         self.results = results
         self.stages = stages
+        self.restart = restart
         self.console_dir = console_dir or os.path.join(results, "console")
         self.t0 = time.monotonic()
         self.boots = {}
+        self.parts = None
+        self.ledger = None
+        self._sources = None
         self._seed = {}  # the seed benchmarks' testbed rows, written with the native ones
         self._seed_meta = None
 
@@ -422,62 +466,146 @@ class Study:
             kept = e.console_log + ".emulator-fault"
             os.replace(e.console_log, kept)
             self.progress("%s: %s\n  console log kept in %s; doing %s again" % (name, e, kept, name))
+            if self.ledger:
+                self.ledger.note(name, attempts=2, emulator_fault=str(e), emulator_fault_log=kept)
             return fn(*args)
 
+    # --- the run and its ledger ----------------------------------------------------------
+
     def run(self):
+        """Every stage not already done; None when all are, else the failed stage's ledger
+        entry. The run stops at the first failure: a broken testbed mostly breaks the next boot
+        too, and the report can be drawn at once from what exists."""
         os.makedirs(self.results, exist_ok=True)
-        parts = build.Parts("built").ensure()
-        self.parts = parts
-        if "groups" in self.stages:
-            self.stage("groups", self.run_groups, parts)
-        if "timing" in self.stages:
-            self.stage("timing", self.run_timing_boot, parts)
-        if "network" in self.stages:
-            self.stage("network", self.run_network_boot, parts)
-        if "native" in self.stages:
-            self.stage("native", self.run_native_stage, parts)
-        if "native_kernel" in self.stages:
-            self.stage("native_kernel", self.run_native_kernel_stage)
-        if "designs" in self.stages:
-            from . import designs
-            self.progress("designs: stock strict and relaxed, the paper's design, xen-only and guest-only, side by side")
-            self.stage("designs", designs.run_stage, self, self.profile.name)
-        if "pte_modes" in self.stages:
-            from . import ptemodes
-            self.progress("PTE update modes on fork: late pin, early pin with hypercalls, early pin emulated")
-            self.stage("pte_modes", ptemodes.run_stage, self, self.profile.name)
-        if "seed" in self.stages:
-            from . import seed
-            self.progress("seed 002 on Xen: fork and access latency in PVH domUs with hap=1 and hap=0, -icount")
-            self.stage("seed", seed.run_stage, self, self.profile.name)
+        self.parts = build.Parts("built").ensure()
+        self.ledger = ledger.Ledger(self.results, self.progress)
+        todo = [s for s in STAGES if s in self.stages]
+        if self.restart:
+            for name in todo:
+                self.ledger.restart(name, STAGE_OUTPUTS[name])
+        with ledger.sigterm_interrupts():
+            for i, name in enumerate(todo):
+                if not self.ledger.prepare(name, self.depends(name), STAGE_OUTPUTS[name]):
+                    self.boots.update(self.ledger.entry(name).get("boots", {}))
+                    continue
+                failure = self.run_recorded(name, "%d/%d" % (i + 1, len(todo)))
+                if failure:
+                    return failure
         self.progress("done in %s" % _mmss(time.monotonic() - self.t0))
+        return None
+
+    def depends(self, name):
+        """What stage NAME's results depend on, digested into its fingerprint: the profile, the
+        keys of the built parts (Xen, dom0 kernel, busybox, the initramfs with the workloads)
+        and the other parts' inputs (patches/, testbed/, workloads/). Not flushless's own
+        Python: a fix there, the usual reason to rerun after a failure, keeps what is done."""
+        if self._sources is None:
+            self._sources = ledger.sources_digest()
+        return {"stage": name, "profile": dataclasses.asdict(self.profile),
+                "parts": ledger.parts_keys(self.parts), "sources": self._sources}
+
+    def fingerprint(self, name):
+        return ledger.fingerprint(self.depends(name))
+
+    def run_recorded(self, name, position):
+        """One stage, its start and end logged and recorded; None, or the failed stage's entry."""
+        self.progress("stage %s %s: %s" % (position, name, STAGE_INTRO[name]))
+        t0, before = time.monotonic(), dict(self.boots)
+        # A testbed boot resets SIGTERM to the default when it ends (testbed.py).
+        signal.signal(signal.SIGTERM, ledger.on_sigterm)
+        try:
+            self.ledger.run(name, self.depends(name), lambda: self.stage(name, self.stage_function(name)),
+                            self.console_dir)
+        except KeyboardInterrupt:
+            self.progress("%s: interrupted after %s; the stages done stay done for the next run"
+                          % (name, _mmss(time.monotonic() - t0)))
+            raise
+        except Exception as e:
+            if not isinstance(e, ToolError):
+                log(traceback.format_exc().rstrip())
+            entry = self.ledger.entry(name)
+            self.progress("%s: failed after %s: %s\n  console log: %s\n  stopping here: the stages after it "
+                          "are not run" % (name, _mmss(time.monotonic() - t0), e,
+                                            entry.get("console_log") or "none written in this stage"))
+            return dict(entry, stage=name)
+        self.ledger.note(name, boots={k: v for k, v in self.boots.items() if before.get(k) is not v})
+        self.progress("stage %s %s: done in %s" % (position, name, _mmss(time.monotonic() - t0)))
+        return None
+
+    def stage_function(self, name):
+        return {"groups": lambda: self.run_groups(self.parts),
+                "timing": lambda: self.run_timing_boot(self.parts),
+                "network": lambda: self.run_network_boot(self.parts),
+                "native": lambda: self.run_native_stage(self.parts),
+                "native_kernel": self.run_native_kernel_stage,
+                "designs": self.run_designs_stage,
+                "pte_modes": self.run_pte_modes_stage,
+                "seed": self.run_seed_stage}[name]
+
+    def partial(self, name, part):
+        return os.path.join(self.results, "partial", "%s-%s.json" % (name, part))
+
+    # --- the stages --------------------------------------------------------------------------
+
+    def group_plan(self):
+        """(group, dom0-iommu mode, dom0 arguments, switch minute, minutes) of each group."""
+        p = self.profile
+        return [("baseline", "strict", [], 0, p.group_minutes),
+                ("pre", "strict", ["ptcache=paper"], 0, p.group_minutes),
+                ("adaptive", "strict", ["ptcache=adaptive"], 0, p.group_minutes),
+                ("dyn", "strict", [], p.switch_minute, p.group_minutes),
+                ("relaxed", "relaxed", [], 0, p.relaxed_minutes)]
 
     def run_groups(self, parts):
-        p = self.profile
-        groups = [("baseline", "strict", [], 0, p.group_minutes),
-                  ("pre", "strict", ["ptcache=paper"], 0, p.group_minutes),
-                  ("adaptive", "strict", ["ptcache=adaptive"], 0, p.group_minutes),
-                  ("dyn", "strict", [], p.switch_minute, p.group_minutes),
-                  ("relaxed", "relaxed", [], 0, p.relaxed_minutes)]
+        groups = self.group_plan()
+        fp = self.fingerprint("groups")
         recs = []
         for i, (group, mode, dom0_args, switch, minutes) in enumerate(groups):
-            self.progress("group %d/%d: %s (dom0-iommu=%s%s)" % (i + 1, len(groups), group, mode,
-                                                                 ", " + " ".join(dom0_args) if dom0_args else ""))
-            with self.boot(group, self.boot_config(parts, mode, dom0_args)) as tb:
-                self.booted(group, tb)
-                session = measure.Session(tb)
-                enabled = session.ptcache_get("enabled")
-                if enabled != ("1" if group in CACHE_FROM_BOOT else "0"):
-                    raise ToolError("%s: ptcache enabled=%s after boot" % (group, enabled))
-                # The study's fixed thresholds, except in the adaptive group. No timing here:
-                # the -icount boot times alloc and free.
-                session.configure_ptcache({"policy": "adaptive" if group == "adaptive" else "paper"})
-                rec = run_group(tb, group, p, minutes, switch)
-                rec.update({"mode": mode, "dom0_args": dom0_args, "ptcache_at_start": enabled})
-                if rec["invariant_violations"]:
-                    raise ToolError("%s: Xen's audit found %d IOMMU invariant violations"
-                                    % (group, rec["invariant_violations"]))
-                recs.append(rec)
+            rec = self.kept_group(group, fp)
+            if rec:
+                self.progress("group %d/%d: %s kept from %s" % (i + 1, len(groups), group,
+                                                                self.partial("groups", group)))
+            else:
+                self.progress("group %d/%d: %s (dom0-iommu=%s%s)" % (i + 1, len(groups), group, mode,
+                                                                     ", " + " ".join(dom0_args) if dom0_args else ""))
+                rec = self.measure_group(parts, group, mode, dom0_args, switch, minutes)
+                # Each group is a boot of minutes: kept at once, so that a death in a later one
+                # costs only that one (the rerun takes the finished groups from here).
+                write_json(self.partial("groups", group), {"fingerprint": fp, "rec": rec,
+                                                           "boot": self.boots.get(group)})
+            recs.append(rec)
+            if self.ledger:
+                self.ledger.note("groups", kept=[r["group"] for r in recs], of=len(groups))
+        self.write_groups(parts, recs)
+
+    def kept_group(self, group, fp):
+        """GROUP's record from an earlier, unfinished run with the same fingerprint, or None."""
+        doc = read_json(self.partial("groups", group))
+        if not doc or doc.get("fingerprint") != fp:
+            return None
+        if doc.get("boot"):
+            self.boots[group] = doc["boot"]
+        return doc["rec"]
+
+    def measure_group(self, parts, group, mode, dom0_args, switch, minutes):
+        """One group's boot and busy state: its record."""
+        with self.boot(group, self.boot_config(parts, mode, dom0_args)) as tb:
+            self.booted(group, tb)
+            session = measure.Session(tb)
+            enabled = session.ptcache_get("enabled")
+            if enabled != ("1" if group in CACHE_FROM_BOOT else "0"):
+                raise ToolError("%s: ptcache enabled=%s after boot" % (group, enabled))
+            # The study's fixed thresholds, except in the adaptive group. No timing here:
+            # the -icount boot times alloc and free.
+            session.configure_ptcache({"policy": "adaptive" if group == "adaptive" else "paper"})
+            rec = run_group(tb, group, self.profile, minutes, switch)
+            rec.update({"mode": mode, "dom0_args": dom0_args, "ptcache_at_start": enabled})
+            if rec["invariant_violations"]:
+                raise ToolError("%s: Xen's audit found %d IOMMU invariant violations"
+                                % (group, rec["invariant_violations"]))
+            return rec
+
+    def write_groups(self, parts, recs):
         meta = self.meta(parts, workload="churn " + " ".join(CHURN_SHAPE), timing="counts are exact")
         flush = [r for rec in recs for r in rec["flush_rows"]]
         levels = [r for rec in recs for r in rec["level_rows"]]
@@ -519,6 +647,9 @@ class Study:
         for exp in ("seed_fork_vs_memory", "seed_access_latency"):
             self._seed[exp] = [dict(row, where="testbed", group=r["group"]) for r in runs[exp] for row in r["rows"]]
         self._seed_meta = meta
+        # For the native stage of a later run, should this one end before it.
+        write_json(os.path.join(self.results, "partial", "handoff-timing.json"),
+                   {"fingerprint": self.fingerprint("timing"), "rows": self._seed, "meta": meta})
 
     def run_network_boot(self, parts):
         # Not under -icount: the host's receiver and QEMU's user networking run in real time.
@@ -541,6 +672,8 @@ class Study:
 
     def run_native_stage(self, parts):
         self.progress("native: the seed lab's benchmarks on the host")
+        if not self._seed:
+            self.load_timing_handoff()
         native = run_native(self.profile)
         for exp in ("seed_fork_vs_memory", "seed_access_latency"):
             rows = self._seed.get(exp, []) + [dict(row, where="native", group="native") for row in native[exp]["rows"]]
@@ -548,6 +681,24 @@ class Study:
             meta = dict(meta, native={"args": native[exp]["args"], "result": native[exp]["result"],
                                       "host": os.uname().nodename, "cpus": os.cpu_count()})
             write_experiment(self.results, exp, meta, rows)
+
+    def load_timing_handoff(self):
+        """The timing boot's seed rows from an earlier run (the timing stage kept, not run now)."""
+        doc = read_json(os.path.join(self.results, "partial", "handoff-timing.json"))
+        if doc and doc.get("fingerprint") == self.fingerprint("timing"):
+            self._seed, self._seed_meta = doc["rows"], doc["meta"]
+
+    def run_designs_stage(self):
+        from . import designs
+        designs.run_stage(self, self.profile.name)
+
+    def run_pte_modes_stage(self):
+        from . import ptemodes
+        ptemodes.run_stage(self, self.profile.name)
+
+    def run_seed_stage(self):
+        from . import seed
+        seed.run_stage(self, self.profile.name)
 
     def run_native_kernel_stage(self):
         """The paper's proposed native port: the kernels booted without Xen (series.native)."""
