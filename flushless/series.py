@@ -28,7 +28,7 @@ import re
 import statistics
 import time
 
-from . import build, measure, workloads
+from . import build, measure, qemu, workloads
 from .progress import ToolError, log
 from .study import write_csv
 from .testbed import BootConfig, EmulatorFault, Testbed, _BootStalled
@@ -67,7 +67,7 @@ def _boot(parts, console_dir, name, **kw):
 
 def _write(results, name, rows, **doc):
     os.makedirs(results, exist_ok=True)
-    doc.update({"experiment": name, "rows": rows,
+    doc.update({"experiment": name, "rows": rows, "qemu": qemu.info(),
                 "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     with open(os.path.join(results, name + ".json"), "w") as f:
         json.dump(doc, f, indent=1, sort_keys=True)
