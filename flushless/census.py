@@ -31,7 +31,10 @@ CONSOLE_SCRIPT = ("churn --duration 600 --rate 542 --tabs 4 --libs 2 --lib-kb 32
                   ">/dev/null 2>&1 & c=$!; i=0; while [ $i -lt %d ]; do "
                   "echo \"@@L $i ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789\"; i=$((i+1)); "
                   "done; kill $c; wait $c 2>/dev/null; true")
-BOOTS = (("built", 2), ("built", 4), ("debian", 4))
+# (kernel, vCPUs, -icount): multi-threaded TCG at 2 and 4 vCPUs (4 is where QEMU 7.2's stale
+# int3 showed), and -icount (single-threaded TCG, as the timing boots run) at 2 and 4 (4 is
+# where the silent stall in dom0's XENMEM_exchange showed).
+BOOTS = (("built", 2, False), ("built", 4, False), ("debian", 4, False), ("built", 2, True), ("built", 4, True))
 RACE_ROUNDS_PER_BOOT = 25
 RACE_SMP = 4
 PVH_PER_BOOT = 10
@@ -91,15 +94,15 @@ class Census:
 
     # -- boots to dom0's shell, none retried --
     def run_boot(self):
-        for kernel, smp in BOOTS:
-            config = "boot %s %d vCPUs" % (kernel, smp)
+        for kernel, smp, icount in BOOTS:
+            config = "boot %s %d vCPUs%s" % (kernel, smp, " -icount" if icount else "")
             parts = build.Parts(kernel).ensure()
             while len(self.done(config)) < self.plan["boot"]:
                 path = self.log_path(config)
-                tb = Testbed(_cfg(parts, smp=smp, boot_timeout=120), path)
+                tb = Testbed(_cfg(parts, smp=smp, icount=icount, boot_timeout=120 * (1 + icount)), path)
                 outcome, what = boot_once(tb)
                 tb.stop()
-                self.add(config, outcome, path, what=what, kernel=kernel, smp=smp,
+                self.add(config, outcome, path, what=what, kernel=kernel, smp=smp, icount=icount,
                          findings=scan(path) if outcome == "ok" else [])
                 self.give_up_after_failures(config)
 
@@ -389,7 +392,8 @@ host with the same plan for each QEMU. Every trial is done once and never retrie
 log of every failure is kept in `results/census/logs/`. This page is drawn from
 `results/census/census.jsonl` by `flushless census --doc`: do not edit the table by hand.
 
-Plan per QEMU: boots to dom0's shell (multi-threaded TCG), %(boot)d per row; the race tests'
+Plan per QEMU: boots to dom0's shell (multi-threaded TCG, and `-icount`, which runs
+single-threaded), %(boot)d per row; the race tests'
 load (`flushless/raceload.py`, 4 vCPUs, `init_on_free=1`), %(race_rounds)d rounds with the cache
 switching and %(race_rounds)d with it off, deaths counted by signal from the kernel's
 `print-fatal-signals` report; %(console_lines)d known lines printed by dom0 under the study's busy
