@@ -58,6 +58,13 @@ LINUX_SOURCE_DEBIAN = debian.Wanted.debs([LINUX_SOURCE_DEB], TRIXIE, series="6.1
 LINUX_IMAGE_DEBIAN = debian.Wanted([LINUX_IMAGE], LINUX_VERSION, "6.12", TRIXIE, recorded=[LINUX_IMAGE_DEB],
                                    patterns={LINUX_IMAGE: r"linux-image-6\.12\.\d+\+deb13-amd64"})
 LINUX_CONFIG = os.path.join(REPO, "testbed", "linux", "flushless.config")
+# Debian's own build of our Xen's source version, unpatched: the census boots it to tell a flaw
+# of our build (patches/xen, testbed/xen, our config) from one of Xen or the emulator. No signed
+# index lists this version any more; the sum was recorded at first download (2026-11-26).
+XEN_HYPERVISOR_DEB = debian.Pin("pool/main/x/xen/xen-hypervisor-4.20-amd64_4.20.3+127-gc42374a105-0+deb13u1_amd64.deb",
+                                "49965ec3db19f0dbaaa1ea87c56939cb4e7a7fe418cb1f4c701baa1a0fe13233")
+XEN_HYPERVISOR_DEBIAN = debian.Wanted(["xen-hypervisor-4.20-amd64"], XEN_SOURCE_VERSION, "4.20", TRIXIE,
+                                      recorded=[XEN_HYPERVISOR_DEB])
 # The toolstack for the domUs of --guest (xl, xenstored, xenconsoled), from Debian 13's build of
 # our Xen's own source version. apt's lists name 4.20.4+63 by now, so the sums of these Xen
 # debs were recorded at download (2026-11-25); the libraries' are those of trixie's signed
@@ -338,6 +345,31 @@ class Xen(Part):
                 "patches": [os.path.basename(p) for p in self.series],
                 "testbed_patches": [os.path.basename(p) for p in self.testbed_patches()],
                 "config": self.config}
+
+
+class DebianXen(Part):
+    """Debian 13's prebuilt Xen of our source version, as it is (no perf counters, no marks)."""
+
+    name = "xen-debian"
+
+    def inputs(self):
+        return resolved_inputs(self)
+
+    def pinned_inputs(self):
+        return [("package", "xen-hypervisor-4.20-amd64"), ("version", XEN_SOURCE_VERSION)]
+
+    def build(self, out):
+        image, = resolve(self, [XEN_HYPERVISOR_DEBIAN], downloads("deb"))
+        deb, = image.files.values()
+        with tempfile.TemporaryDirectory(dir=os.path.join(CACHE, "parts")) as tmp:
+            debian.extract_deb(deb, tmp)
+            gz = glob.glob(os.path.join(tmp, "boot", "xen-*.gz"))
+            if len(gz) != 1:
+                raise ToolError("%s holds %d boot/xen-*.gz, expected 1" % (deb, len(gz)))
+            # QEMU's multiboot loader takes the ELF, not the gzip image.
+            with open(os.path.join(out, "xen"), "wb") as f:
+                subprocess.run(["gzip", "-dc", gz[0]], stdout=f, check=True)
+        return {"package": image.packages[0], "version": image.version, "debian": image.record()}
 
 
 def xen_version(tree):

@@ -19,9 +19,14 @@ from .progress import ToolError, log
 from .testbed import BootConfig, Testbed, _BootStalled
 
 # Trials per configuration (issue 21's plan) and a quick one for trying the census out.
-PLAN = {"boot": 30, "race_rounds": 200, "pvh": 50, "passthrough": 20, "console_lines": 100000}
-QUICK = {"boot": 2, "race_rounds": 10, "pvh": 2, "passthrough": 2, "console_lines": 5000}
-SECTIONS = ("boot", "race", "console", "pvh", "passthrough")
+PLAN = {"boot": 30, "race_rounds": 200, "pvh": 50, "passthrough": 20, "console_lines": 100000, "storm_s": 1200}
+QUICK = {"boot": 2, "race_rounds": 10, "pvh": 2, "passthrough": 2, "console_lines": 5000, "storm_s": 60}
+SECTIONS = ("boot", "race", "console", "storm", "pvh", "passthrough")
+# Programs exec'd and forked on every vCPU of Debian's kernel: user-space deaths by Xen build
+# (ours against Debian's own build of the same source) and TCG threading.
+STORMS = (("ours", "multi"), ("debian", "multi"), ("ours", "single"))
+STORM_SMP = 4
+STORM_S_PER_BOOT = 120
 CONSOLE_LINES_PER_BOOT = 20000
 # Known lines printed by dom0 while the study's busy state runs: every byte the console
 # changes or loses shows as a line that differs (the end marker of a reproduce run once
@@ -58,6 +63,10 @@ class Census:
     def add(self, config, outcome, log_path, **extra):
         # A good trial's log goes (the rows say what it held); a failure's, or one with findings, stays.
         keep = outcome != "ok" or extra.get("findings")
+        if log_path:
+            trace = log_path + ".vtd-faults"
+            if os.path.exists(trace) and not os.path.getsize(trace):
+                os.unlink(trace)
         row = dict(extra, qemu_version=self.q["qemu_version"], qemu_package=self.q["qemu_package"],
                    config=config, outcome=outcome, log=self.keep(log_path) if keep else _drop(log_path),
                    time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
@@ -158,6 +167,37 @@ class Census:
             rec["bad_lines"] = rec["bad_lines"][:20]
             self.add(config, outcome, path, what=what, **rec)
             self.give_up_after_failures(config, ("ok", "corrupt"))
+
+    # -- an exec storm on Debian's kernel: which Xen, which TCG threading kills processes? --
+    def run_storm(self):
+        from . import raceload
+        parts = build.Parts("debian").ensure()
+        xens = {"ours": parts.xen.path("xen"), "debian": build.DebianXen().ensure() and
+                build.DebianXen().path("xen")}
+        for xen, thread in STORMS:
+            config = "exec storm Debian kernel, %s Xen, TCG %s" % (xen, thread)
+            while sum(r.get("seconds", 0) for r in self.done(config)) < self.plan["storm_s"]:
+                path = self.log_path(config)
+                cfg = _cfg(parts, smp=STORM_SMP, tcg_thread=thread, dom0_args=("print-fatal-signals=1",))
+                cfg.xen = xens[xen]
+                tb = Testbed(cfg, path)
+                outcome, what = boot_once(tb)
+                rec = {"seconds": 0, "deaths": {}, "load_failures": []}
+                try:
+                    if outcome == "ok":
+                        secs = min(STORM_S_PER_BOOT, self.plan["storm_s"])
+                        res = raceload.storm(tb, STORM_SMP, secs)
+                        rec.update(seconds=secs, deaths=res["deaths_by_signal"], load_failures=res["load_failures"],
+                                   death_lines=res["death_lines"], loops=res["loops"])
+                        if res["deaths_by_signal"] or res["load_failures"]:
+                            outcome = "death"
+                        what = res["summary"]
+                except ToolError as e:
+                    outcome, what = _failure(e)
+                finally:
+                    tb.stop()
+                self.add(config, outcome, path, what=what, xen=xen, tcg_thread=thread, **rec)
+                self.give_up_after_failures(config, ("ok", "death"))
 
     # -- PVH domUs created under -icount, hap=1 and hap=0 --
     def run_pvh(self):
@@ -292,7 +332,8 @@ def create_once(tb, kind, check=None):
 
 def scan(path):
     """Kernel or Xen lines of a good boot's log that say something went wrong."""
-    pat = re.compile(r"WARNING:|BUG:|Oops|Call Trace|soft lockup|rcu_sched|RCU stall|\(XEN\).*(?:FATAL|Assertion)")
+    pat = re.compile(r"WARNING:|BUG:|Oops|Call Trace|soft lockup|rcu_sched|RCU stall|\(XEN\).*(?:FATAL|Assertion)"
+                     r"|traps: |segfault at |Segmentation fault")
     try:
         with open(path, errors="replace") as f:
             return [line.strip()[:200] for line in f if pat.search(line)][:10]
@@ -370,7 +411,8 @@ def _cell(x, link_prefix):
 
 
 def _config_order(c):
-    for i, prefix in enumerate(("boot ", "race ", "console ", "pvh ", "pv-passthrough", "passthrough dom0")):
+    for i, prefix in enumerate(("boot ", "race ", "console ", "exec storm", "pvh ", "pv-passthrough",
+                                "passthrough dom0")):
         if c.startswith(prefix):
             return (i, c)
     return (9, c)

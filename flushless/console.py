@@ -62,18 +62,6 @@ class ConsoleClosed(ConsoleError):
     pass
 
 
-def stale_int3(report):
-    """An 'Oops: int3' whose memory holds no int3: the kernel's Code: line shows the bytes at
-    the trapping RIP (<xx>), and the byte before it, where the int3 was, is not 0xcc. On
-    hardware text_poke_bp() never leaves an int3 to run once its site is restored; QEMU 7.2's
-    multi-threaded TCG can run a stale translation of it (README, "Boot failures")."""
-    i = report.find("Oops: int3")
-    if i < 0:
-        return False
-    m = re.search(r"Code: ((?:[0-9a-f]{2} )*)<([0-9a-f]{2})>", report[i:])
-    return bool(m and m.group(1) and m.group(1).split()[-1] != "cc")
-
-
 class XenRouter:
     """Xen's messages and dom0's output share one serial line, so a Xen message can land in
     the middle of a dom0 line ('csched: acct_balance 0(XEN) uart interrupt ...'). feed()

@@ -5,7 +5,6 @@ One entry per `reproduce` stage or `series` experiment:
   started, ended, seconds
   fingerprint  a digest of "depends": what the results depend on (Study.depends, series.run)
   files        the results files it wrote
-  attempts     1, or 2 when QEMU broke the first attempt (Study.stage, series.run)
   error, console_log   why it failed, and the console log written last
 The file is written whole and renamed into place at every change: a kill leaves the old
 ledger or the new one, never half of one. Nothing is deleted: results a stage is about to
@@ -202,7 +201,7 @@ class Ledger:
     def run(self, name, depends, fn, console_dir):
         """FN() recorded as NAME: running, then done, failed or interrupted (re-raised)."""
         before, t0, wall0 = _files(self.results), time.monotonic(), time.time()
-        self.doc["stages"][name] = {"status": "running", "started": now(), "attempts": 1,
+        self.doc["stages"][name] = {"status": "running", "started": now(),
                                     "fingerprint": fingerprint(depends), "depends": depends}
         self.save()
 

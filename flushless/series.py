@@ -31,7 +31,7 @@ import time
 from . import build, measure, qemu, workloads
 from .progress import ToolError, log
 from .study import write_csv
-from .testbed import BootConfig, EmulatorFault, Testbed, _BootStalled
+from .testbed import BootConfig, Testbed, _BootStalled
 
 EXPERIMENTS = ("offstock", "native", "boots", "protection", "flushes", "scale", "workloads", "soak")
 
@@ -395,7 +395,7 @@ def run(names, results, console_dir, quick=False, restart=False):
         # Set again for each: a testbed boot resets SIGTERM to the default when it ends.
         with ledger.sigterm_interrupts():
             try:
-                out[name] = book.run(name, depends, lambda: _with_retry(name, results, console_dir, quick, book),
+                out[name] = book.run(name, depends, lambda: _experiment(name, results, console_dir, quick),
                                      console_dir)
             except Exception:
                 log("series %s: failed after %.0f s (console log: %s); recorded in %s, the same command "
@@ -403,18 +403,6 @@ def run(names, results, console_dir, quick=False, restart=False):
                 raise
         log("series %d/%d %s: done in %.0f s" % (i + 1, len(names), name, time.monotonic() - t0))
     return out
-
-
-def _with_retry(name, results, console_dir, quick, book):
-    try:
-        return _experiment(name, results, console_dir, quick)
-    except EmulatorFault as e:
-        # QEMU's, not the guest's (README, "Boot failures"): the experiment once more.
-        kept = e.console_log + ".emulator-fault"
-        os.replace(e.console_log, kept)
-        log("%s: %s\n  console log kept in %s; doing %s again" % (name, e, kept, name))
-        book.note(name, attempts=2, emulator_fault=str(e), emulator_fault_log=kept)
-        return _experiment(name, results, console_dir, quick)
 
 
 def _experiment(name, results, console_dir, quick):

@@ -36,7 +36,7 @@ import traceback
 from . import build, ledger, measure, workloads
 from .measure import COUNTERS, OPTIONAL_COUNTERS, parse_counters, parse_stats
 from .progress import ToolError, log
-from .testbed import BootConfig, EmulatorFault, Testbed
+from .testbed import BootConfig, Testbed
 
 PAPER_RATE = 542  # process creations and exits per minute in the paper's busy state
 LEVELS = ("pgd", "pgd_user", "pud", "pmd", "pte")
@@ -457,19 +457,6 @@ class Study:
         m.update(extra)
         return m
 
-    def stage(self, name, fn, *args):
-        """Run one stage; a stage that QEMU itself broke (EmulatorFault: README, "Boot
-        failures") is done once more, its console log kept."""
-        try:
-            return fn(*args)
-        except EmulatorFault as e:
-            kept = e.console_log + ".emulator-fault"
-            os.replace(e.console_log, kept)
-            self.progress("%s: %s\n  console log kept in %s; doing %s again" % (name, e, kept, name))
-            if self.ledger:
-                self.ledger.note(name, attempts=2, emulator_fault=str(e), emulator_fault_log=kept)
-            return fn(*args)
-
     # --- the run and its ledger ----------------------------------------------------------
 
     def run(self):
@@ -514,7 +501,7 @@ class Study:
         # A testbed boot resets SIGTERM to the default when it ends (testbed.py).
         signal.signal(signal.SIGTERM, ledger.on_sigterm)
         try:
-            self.ledger.run(name, self.depends(name), lambda: self.stage(name, self.stage_function(name)),
+            self.ledger.run(name, self.depends(name), self.stage_function(name),
                             self.console_dir)
         except KeyboardInterrupt:
             self.progress("%s: interrupted after %s; the stages done stay done for the next run"

@@ -13,7 +13,7 @@ import subprocess
 import time
 
 from . import qemu, tools
-from .console import Console, ConsoleCrash, ConsoleError, ConsoleTimeout, stale_int3
+from .console import Console, ConsoleError, ConsoleTimeout
 from .progress import ToolError, log
 
 BOOT_TIMEOUT = 180  # seconds; a normal boot reaches the shell in 10-30 s, under -icount slower
@@ -119,20 +119,6 @@ class _BootStalled(Exception):
         self.kind = kind
 
 
-def _text_poke_crash(error):
-    """dom0 died of an int3 that is not in its memory: QEMU 7.2's multi-threaded TCG ran a
-    stale translation of a text patch (console.stale_int3)."""
-    return isinstance(error, ConsoleCrash) and stale_int3(error.report)
-
-
-class EmulatorFault(ToolError):
-    """The testbed died of QEMU's fault, not the guest's: a run may be done again."""
-
-    def __init__(self, message, console_log):
-        super().__init__(message)
-        self.console_log = console_log
-
-
 def _on_sigterm(signum, frame):
     raise _Terminated()
 
@@ -163,8 +149,8 @@ class Testbed:
         return False
 
     def start(self, attempts=2):
-        """Boot; a boot that stalls (no panic, just silence) or dies of a text-patching int3
-        is tried once more (README, "Boot failures"); its console log is kept."""
+        """Boot; a boot that stalls (no panic, just silence) is tried once more (README, "Boot
+        failures"); its console log is kept."""
         self.boot_attempts = 0
         while True:
             self.boot_attempts += 1
@@ -212,8 +198,6 @@ class Testbed:
         except ConsoleError as e:
             err = self._qemu_stderr()
             self.stop()
-            if _text_poke_crash(e):
-                raise _BootStalled(e, "crashed")
             raise ToolError("testbed boot failed: %s%s" % (e, ("\n  QEMU said: " + err) if err else ""))
         except BaseException:
             self.stop()
@@ -285,9 +269,6 @@ class Testbed:
         except ConsoleError as e:
             err = self._qemu_stderr()
             msg = "testbed: '%s' failed: %s%s" % (command, e, ("\n  QEMU said: " + err) if err else "")
-            if _text_poke_crash(e):
-                raise EmulatorFault(msg + "\n  (an int3 not in memory: QEMU 7.2's multi-threaded TCG, "
-                                    "README \"Boot failures\")", self.console_log)
             raise ToolError(msg)
 
     def check(self, command, timeout=600):

@@ -215,9 +215,8 @@ def test_closed_console_raises(shell):
         con.run("exit 0", 10)
 
 
-# The first lines of a runtime crash of 2026-11-23 (a static key switched off while another
-# vCPU ran the site); the oops went on for 80 lines after them.
-STALE_INT3 = """[  213.090217] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI
+# The first lines of a runtime crash of 2026-11-23; the oops went on for 80 lines after them.
+OOPS = """[  213.090217] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI
 [  213.090841] RIP: e030:pmd_alloc_one_noprof+0xf/0xa0
 [  213.091227] Code: 66 2e 0f 1f 84 00 00 00 00 00 90 90 90 90 90 66 0f 1f 00 53 48 81 ff c0 52 17 82 74 7d \
 66 <90> bf c0 0d 44 00 31 f6 e8 54 34 21 00 48 89 c3
@@ -225,23 +224,10 @@ STALE_INT3 = """[  213.090217] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI
 """
 
 
-def test_only_an_int3_that_memory_does_not_hold_is_the_emulators():
-    from flushless.console import ConsoleTimeout
-    from flushless.testbed import _text_poke_crash
-    int3 = "dom0 kernel oops: Oops: int3: 0000 [#1] PREEMPT SMP NOPTI"
-    assert console.stale_int3(STALE_INT3)
-    assert _text_poke_crash(ConsoleCrash(int3, [], STALE_INT3))
-    # An int3 still in memory (cc before the RIP) is the guest's: never retried.
-    assert not console.stale_int3(STALE_INT3.replace("7d 66 <90>", "7d cc <90>"))
-    assert not console.stale_int3(STALE_INT3.split("Code:")[0])  # no bytes: nothing shown
-    assert not console.stale_int3("BUG: unable to handle page fault\nCode: 48 89 07 <48> 89")
-    assert not _text_poke_crash(ConsoleTimeout("no dom0's shell within 180 s", []))
-
-
 def test_crash_report_is_kept_whole(shell):
     # The Code: line comes early in an oops and leaves the 40-line tail: the report keeps it.
     con, _ = shell
-    text = STALE_INT3 + "".join("[  213.1] line %d\n" % i for i in range(80))
+    text = OOPS + "".join("[  213.1] line %d\n" % i for i in range(80))
     path = "/tmp/flushless-test-oops-%d" % os.getpid()
     with open(path, "w") as f:
         f.write(text)
@@ -251,4 +237,4 @@ def test_crash_report_is_kept_whole(shell):
     finally:
         os.unlink(path)
     assert not any("Code:" in line for line in e.value.tail)
-    assert console.stale_int3(e.value.report)
+    assert "Code: 66 2e 0f" in e.value.report and "line 79" in e.value.report

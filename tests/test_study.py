@@ -156,27 +156,3 @@ def test_log_axes_are_labelled_with_plain_numbers():
     plt.close(fig)
     assert labels and all(re.fullmatch(r"[0-9.]+", x) for x in labels), labels
     assert "400" in labels or "500" in labels  # a narrow axis keeps its minor labels
-
-
-def test_a_stage_qemu_broke_is_done_once_more(tmp_path):
-    from flushless.testbed import EmulatorFault
-    st = study.Study(study.PROFILES["quick"], str(tmp_path / "results"), console_dir=str(tmp_path))
-    log = tmp_path / "groups.log"
-    calls = []
-
-    def stage():
-        calls.append(1)
-        if len(calls) == 1:
-            log.write_text("the first boot's console")
-            raise EmulatorFault("testbed: 'x' failed: int3", str(log))
-        return "done"
-
-    assert st.stage("groups", stage) == "done" and len(calls) == 2
-    assert (tmp_path / "groups.log.emulator-fault").read_text() == "the first boot's console"
-
-    def broken_twice():
-        raise EmulatorFault("int3 again", str(log))
-
-    log.write_text("again")
-    with pytest.raises(EmulatorFault):
-        st.stage("groups", broken_twice)
