@@ -19,7 +19,7 @@ from .progress import ToolError, log
 from .testbed import BootConfig, Testbed, _BootStalled
 
 # Trials per configuration (issue 21's plan) and a quick one for trying the census out.
-PLAN = {"boot": 30, "race_rounds": 200, "pvh": 50, "passthrough": 20, "console_lines": 100000, "storm_s": 1200}
+PLAN = {"boot": 30, "race_rounds": 200, "pvh": 50, "passthrough": 20, "console_lines": 100000, "storm_s": 600}
 QUICK = {"boot": 2, "race_rounds": 10, "pvh": 2, "passthrough": 2, "console_lines": 5000, "storm_s": 60}
 SECTIONS = ("boot", "race", "console", "storm", "pvh", "passthrough")
 # Programs exec'd and forked on every vCPU of Debian's kernel: user-space deaths by Xen build
@@ -352,8 +352,19 @@ def load(path):
     return rows
 
 
-def summary(rows):
-    """{(qemu_version, config): {outcome: count, ...}} with deaths by signal and rounds."""
+def user_deaths_in_log(census_dir, rel):
+    """A kept log's lines that report a user-space process killed (a boot that stalled because
+    its init's grep died shows here, not in the stall itself)."""
+    try:
+        with gzip.open(os.path.join(census_dir, rel), "rt", errors="replace") as f:
+            return [line.strip()[:200] for line in f if re.search(r"traps: |segfault at ", line)]
+    except OSError:
+        return []
+
+
+def summary(rows, census_dir=None):
+    """{(qemu_version, config): {outcome: count, ...}} with deaths by signal and rounds. With
+    CENSUS_DIR, each failure's kept log is read for user-space deaths too."""
     out = {}
     for r in rows:
         s = out.setdefault((r["qemu_version"], r["config"]), {"trials": 0, "outcomes": {}, "rounds": 0,
@@ -368,14 +379,16 @@ def summary(rows):
             s["deaths"][sig] = s["deaths"].get(sig, 0) + n
         if r["outcome"] != "ok" and r.get("log"):
             s["logs"].append(r["log"])
+            if census_dir and r["outcome"] != "death" and user_deaths_in_log(census_dir, r["log"]):
+                s["killed_in_log"] = s.get("killed_in_log", 0) + 1
         if r["outcome"] != "ok" and r.get("dom0_log"):
             s["logs"].append(r["dom0_log"])
     return out
 
 
-def table(rows, link_prefix="../results/census/"):
+def table(rows, link_prefix="../results/census/", census_dir=None):
     """The census as a markdown table: one row per configuration, both QEMUs side by side."""
-    s = summary(rows)
+    s = summary(rows, census_dir)
     if not s:
         return "No trial counted yet.\n"
     versions = sorted({v for v, _ in s}, key=lambda v: [int(x) for x in re.findall(r"\d+", v)])
@@ -404,6 +417,8 @@ def _cell(x, link_prefix):
         text += ", 0 deaths"
     if bad:
         text += "; " + ", ".join("%s %d" % kv for kv in sorted(bad.items()))
+    if x.get("killed_in_log"):
+        text += " (%d with a user-space process killed in its log)" % x["killed_in_log"]
     if x["logs"]:
         text += " (logs: " + ", ".join("[%d](%s%s)" % (i + 1, link_prefix, p)
                                         for i, p in enumerate(sorted(set(x["logs"]))[:5])) + ")"
@@ -449,7 +464,7 @@ def write_doc(results, path):
     rows = load(os.path.join(results, "census", "census.jsonl"))
     prefix = os.path.relpath(os.path.join(results, "census"), os.path.dirname(os.path.abspath(path))) + "/"
     with open(path, "w") as f:
-        f.write(DOC_HEAD % PLAN + table(rows, link_prefix=prefix))
+        f.write(DOC_HEAD % PLAN + table(rows, link_prefix=prefix, census_dir=os.path.join(results, "census")))
     return path
 
 
@@ -462,5 +477,5 @@ def main(results, which="system", sections=SECTIONS, quick=False):
         c.run(sections)
     finally:
         write_json(results)
-    print(table(c.rows))
+    print(table(c.rows, census_dir=c.dir))
     return 0

@@ -456,7 +456,8 @@ def main(argv=None):
                 log("census: %s" % census.write_doc(args.results, args.doc))
                 return 0
             if args.table:
-                print(census.table(census.load(os.path.join(args.results, "census", "census.jsonl"))), end="")
+                d = os.path.join(args.results, "census")
+                print(census.table(census.load(os.path.join(d, "census.jsonl")), census_dir=d), end="")
                 return 0
             sections = tuple(x for x in args.sections.split(",") if x)
             if not sections or set(sections) - set(census.SECTIONS):

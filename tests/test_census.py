@@ -76,3 +76,17 @@ def test_console_check_finds_a_changed_byte_and_a_lost_line():
     assert res["lost"] == 1 and res["bad_lines"] == [(census.CONSOLE_LINE % 1).replace("XYZ", "XcZ")]
     # The script prints exactly the line the check expects.
     assert census.CONSOLE_LINE.replace("%d", "$i") in census.CONSOLE_SCRIPT.replace('\\"', '"')
+
+
+def test_a_stall_whose_log_shows_a_killed_process_says_so(tmp_path):
+    import gzip
+    d = tmp_path / "census"
+    (d / "logs").mkdir(parents=True)
+    with gzip.open(d / "logs" / "a.log.gz", "wt") as f:
+        f.write("[ 15.6] traps: exe[169] general protection fault ip:4a4d02 sp:7ffc error:0 in busybox\n")
+    with gzip.open(d / "logs" / "b.log.gz", "wt") as f:
+        f.write("(XEN) nothing to see\n")
+    rows = [{"qemu_version": "10.0.2", "config": "boot debian 4 vCPUs", "outcome": "stall", "log": "logs/a.log.gz"},
+            {"qemu_version": "10.0.2", "config": "boot debian 4 vCPUs", "outcome": "stall", "log": "logs/b.log.gz"}]
+    line = census.table(rows, census_dir=str(d)).splitlines()[-1]
+    assert "stall 2 (1 with a user-space process killed in its log)" in line, line
