@@ -67,7 +67,8 @@ def storm(tb, smp, seconds):
     fatal, by_signal, lines = deaths(tb)
     failed = [int(line.split()[1]) for line in out if line.startswith("LOADFAIL ")]
     loops = [int(line.split()[1]) for line in out if line.startswith("loop ")]
-    return {"deaths_by_signal": by_signal, "death_lines": lines[:20], "load_failures": failed, "loops": loops,
+    # The kernel's whole report of each death (registers, FS base, code bytes), for locating it.
+    return {"deaths_by_signal": by_signal, "death_lines": fatal[:80], "load_failures": failed, "loops": loops,
             "summary": "%d s, loops %s, deaths %s, load failures %s" % (seconds, loops, by_signal or 0, failed or 0)}
 
 
