@@ -26,15 +26,15 @@ from flushless.testbed import BootConfig, Testbed
 # reached dom0 cut: Xen drops serial input past its 128-byte ring, console.LINE_MAX now sends
 # long commands in acknowledged pieces).
 #
-# Under this load a freshly exec'd static program now and then dies of SIGSEGV in its start-up
-# (it reads a wrong word from its data segment or TLS block) with no kernel message. That is
-# not the Linux series': measured 2026-11-24 with the same load for 150-200 rounds, an
-# unmodified Linux 6.12 in dom0 died 5 times (forkbench twice, busybox 3 times, at the same
-# instructions as in the series' runs), and booted natively (no Xen) 0 times in 2,189 forkbench
-# runs; on Debian's own Xen 0 times in 150 rounds, so whether our Xen build matters is open
-# (README, "A user-space death under Xen PV"). So a run may have up to
-# STACK_DEATHS such deaths (about 0.6 expected per run at that rate; more than 3 has a chance
-# of 0.4 %); more fail it. Each is counted from the kernel's fatal-signal report.
+# Under this load a freshly exec'd static program now and then dies in its start-up: it reads a
+# random word where its TLS block holds the locale pointer (__ctype_init), with FS base right.
+# Not the Linux series': on QEMU 10 the same death struck Debian's own kernel on our Xen, in a
+# boot (1 of 30 at 4 vCPUs) and in the census's exec storm (2 in 600 s, `docs/census.md`).
+# Where it starts (Xen, Linux's PV code or QEMU's TCG) is not found yet (README, "A user-space
+# death under Xen PV"). So a run may have up to STACK_DEATHS such deaths, each a SIGSEGV (rc
+# 139) counted from the kernel's report: at the rate measured under this load (5 in 200 rounds)
+# 10 rounds expect 0.25, and more than 2 has a chance of 0.2 %. Any other death, or a failure
+# no counted death explains, fails the run.
 pytestmark = pytest.mark.testbed
 
 BROKEN = sorted(glob.glob(os.path.join(REPO, "tests", "fixtures", "linux-broken", "*.patch")))
@@ -43,7 +43,7 @@ SMP = 4
 # 10 rounds (25, then 15, on 2026-11-25, cut for make test's budget): the weakest broken shape
 # left pages in 11 of 25 rounds, so 10 rounds miss it with a chance of about 0.3 %.
 ROUNDS = 10
-STACK_DEATHS = 3
+STACK_DEATHS = 2
 TABLES = ("l1", "l2", "l3", "l4")
 
 # The load (flushless/raceload.py): a fork loop per vCPU and a ptfault loop whose threads lose
@@ -86,11 +86,12 @@ def switch_while_freeing(broken, tmp_path, dom0_args=()):
         slept, rechecked = (int(v) for v in tb.check("cat %sslept %srechecked" % (params, params)))
         bad = tb.check("dmesg | grep -E 'Bad page|WARNING: CPU|BUG:|Oops|ptcache: could not' || true")
     # Every round read, but those whose read died; the loops ran (a broken shape may make them
-    # fail). A run that failed other than by a signal (exit status below 128) is a load failure.
+    # fail). A run may fail only by a counted SIGSEGV (exit status 139), never by SIGKILL or an
+    # error, and no more often than the kernel reported deaths.
     assert len(rounds) >= ROUNDS - deaths, out
     failed = [int(line.split()[1]) for line in out if line.startswith("LOADFAIL ")]
-    load_ok = (all(rc >= 128 for rc in failed) and len(loops) == SMP and min(loops) > 0
-               and bool(faults) and faults[0] > 0)
+    load_ok = (all(rc == 128 + 11 for rc in failed) and len(failed) <= deaths
+               and len(loops) == SMP and min(loops) > 0 and bool(faults) and faults[0] > 0)
     return {"load_ok": load_ok, "load_failures": failed,
             "rounds_left_pages": sum(rounds), "loops": loops, "ptfault_runs": faults[0] if faults else 0,
             "preemptible_frees_slept": slept, "frees_the_recheck_caught": rechecked, "owed": stats["owed"],
