@@ -69,7 +69,14 @@ def _cache():
 
 
 def _debian12_root():
-    """Debian 12's QEMU 7.2 unpacked (once) under the build cache; its directory."""
+    """Debian 12's QEMU 7.2 unpacked (once) under the build cache; its directory, looked up once
+    per process so that every boot and every row of a run name the same build."""
+    if "root" not in _info:
+        _info["root"] = _unpack_debian12()
+    return _info["root"]
+
+
+def _unpack_debian12():
     versions = {p: _bookworm_version(p) for p in DEBIAN12}
     root = os.path.join(_cache(), "debian12-" + re.sub(r"[^0-9A-Za-z.+~]", "_", versions[DEBIAN12[0]]))
     if os.path.exists(os.path.join(root, "usr", "bin", SYSTEM)):

@@ -21,17 +21,16 @@ Counts decide; times are emulation times: -icount medians (offstock) or compared
 boot, interleaved (scale, the relaxed comparison).
 """
 
-import json
 import os
 import random
-import re
 import statistics
 import time
 
 from . import build, measure, qemu, workloads
+from .census import boot_once
 from .progress import ToolError, log
-from .study import write_csv
-from .testbed import BootConfig, Testbed, _BootStalled
+from .study import write_csv, write_json
+from .testbed import BootConfig, Testbed
 
 EXPERIMENTS = ("offstock", "native", "boots", "protection", "flushes", "scale", "workloads", "soak")
 
@@ -69,8 +68,7 @@ def _write(results, name, rows, **doc):
     os.makedirs(results, exist_ok=True)
     doc.update({"experiment": name, "rows": rows, "qemu": qemu.info(),
                 "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-    with open(os.path.join(results, name + ".json"), "w") as f:
-        json.dump(doc, f, indent=1, sort_keys=True)
+    write_json(os.path.join(results, name + ".json"), doc)
     write_csv(os.path.join(results, name + ".csv"), rows)
     log("wrote %s/%s.{json,csv} (%d rows)" % (results, name, len(rows)))
 
@@ -353,14 +351,8 @@ def boots(results, console_dir, n=30, smp=2, configs=BOOT_CONFIGS, xen_series=No
         for i in range(n):
             name = "boots-%s-%s-%d" % (kernel, thread, i)
             tb = _boot(parts, console_dir, name, smp=smp, tcg_thread=thread, boot_timeout=120)
-            outcome, what = "ok", ""
             try:
-                tb._start_once()
-            except _BootStalled as e:
-                outcome, what = ("stall" if e.kind == "stalled" else "crash"), e.error.what
-            except ToolError as e:
-                what = str(e).splitlines()[0]
-                outcome = "crash" if re.search(r"oops|panic", what) else "error"
+                outcome, what = boot_once(tb)
             finally:
                 tb.stop()
             rows.append({"kernel": kernel, "tcg_thread": thread, "xen_patched": xen_series != [],
@@ -381,7 +373,9 @@ def run(names, results, console_dir, quick=False, restart=False):
     from . import ledger
     book = ledger.Ledger(results, log)
     # The built parts' keys and the other parts' inputs, as for reproduce's stages (Study.depends).
-    base = {"quick": quick, "parts": ledger.parts_keys(build.Parts("built")), "sources": ledger.sources_digest()}
+    q = qemu.info()
+    base = {"quick": quick, "parts": ledger.parts_keys(build.Parts("built")), "sources": ledger.sources_digest(),
+            "qemu": "%s %s" % (q["qemu_version"], q["qemu_package"])}
     if restart:
         for name in names:
             book.restart(name, (name,))

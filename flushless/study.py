@@ -33,7 +33,7 @@ import threading
 import time
 import traceback
 
-from . import build, ledger, measure, workloads
+from . import build, ledger, measure, qemu, workloads
 from .measure import COUNTERS, OPTIONAL_COUNTERS, parse_counters, parse_stats
 from .progress import ToolError, log
 from .testbed import BootConfig, Testbed
@@ -484,12 +484,22 @@ class Study:
     def depends(self, name):
         """What stage NAME's results depend on, digested into its fingerprint: the profile, the
         keys of the built parts (Xen, dom0 kernel, busybox, the initramfs with the workloads)
-        and the other parts' inputs (patches/, testbed/, workloads/). Not flushless's own
+        the other parts' inputs (patches/, testbed/, workloads/) and QEMU. Not flushless's own
         Python: a fix there, the usual reason to rerun after a failure, keeps what is done."""
         if self._sources is None:
             self._sources = ledger.sources_digest()
-        return {"stage": name, "profile": dataclasses.asdict(self.profile),
-                "parts": ledger.parts_keys(self.parts), "sources": self._sources}
+        # The emulator too: results from another QEMU are not the same measurement.
+        q = qemu.info()
+        d = {"stage": name, "profile": dataclasses.asdict(self.profile),
+             "parts": ledger.parts_keys(self.parts), "sources": self._sources,
+             "qemu": "%s %s" % (q["qemu_version"], q["qemu_package"])}
+        if name == "native":
+            # Its files hold the timing boot's rows when there are any: a native stage written
+            # without them is redone once they exist.
+            if not self._seed:
+                self.load_timing_handoff()
+            d["with_testbed_rows"] = bool(self._seed)
+        return d
 
     def fingerprint(self, name):
         return ledger.fingerprint(self.depends(name))

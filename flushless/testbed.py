@@ -113,10 +113,9 @@ class _Terminated(KeyboardInterrupt):
 
 
 class _BootStalled(Exception):
-    def __init__(self, error, kind="stalled"):
+    def __init__(self, error):
         super().__init__(str(error))
         self.error = error
-        self.kind = kind
 
 
 def _on_sigterm(signum, frame):
@@ -159,9 +158,9 @@ class Testbed:
             except _BootStalled as e:
                 if self.boot_attempts >= attempts:
                     raise ToolError("testbed boot failed: %s" % e.error)
-                log("boot %s (%s); console log kept in %s.%s; booting again"
-                    % (e.kind, e.error.what, self.console_log, e.kind))
-                os.replace(self.console_log, "%s.%s" % (self.console_log, e.kind))
+                log("boot stalled (%s); console log kept in %s.stalled; booting again"
+                    % (e.error.what, self.console_log))
+                os.replace(self.console_log, self.console_log + ".stalled")
 
     def _start_once(self):
         tools.require(qemu.argv0()[0])

@@ -40,7 +40,7 @@ qemu_version() {
 		sed -n 's/^install ok installed \(1:\)\{0,1\}\([0-9][0-9.]*\).*/\2/p'
 }
 if ! printf '%s\n%s\n' "$QEMU_MIN" "$(qemu_version)" | sort -V -C; then
-	if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d; then
+	if ! grep -rqsE '^[^#]*bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d; then
 		echo "install-deps: adding bookworm-backports ($BACKPORTS)"
 		cat >"$BACKPORTS" <<-EOF
 		Types: deb

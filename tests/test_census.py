@@ -90,3 +90,80 @@ def test_a_stall_whose_log_shows_a_killed_process_says_so(tmp_path):
             {"qemu_version": "10.0.2", "config": "boot debian 4 vCPUs", "outcome": "stall", "log": "logs/b.log.gz"}]
     line = census.table(rows, census_dir=str(d)).splitlines()[-1]
     assert "stall 2 (1 with a user-space process killed in its log)" in line, line
+
+
+class FakeTestbed:
+    """Boots at once; its console log is a file; run() answers from a script."""
+
+    script = None
+
+    def __init__(self, cfg, path):
+        self.cfg, self.console_log = cfg, path
+        self.stopped = False
+
+    def _start_once(self):
+        with open(self.console_log, "w") as f:
+            f.write("(XEN) Xen version 4.20\n")
+
+    def stop(self):
+        self.stopped = True
+
+    def check(self, cmd, timeout=600):
+        return FakeTestbed.script(cmd)
+
+    def run(self, cmd, timeout=600):
+        return 0, FakeTestbed.script(cmd)
+
+
+class FakeCfg:
+    icount = False
+
+
+@pytest.fixture
+def fake_testbed(monkeypatch, fake_qemu):
+    monkeypatch.setattr(census, "Testbed", FakeTestbed)
+    return FakeTestbed
+
+
+def test_a_trial_that_raises_is_recorded_and_qemu_stopped(tmp_path, fake_testbed):
+    c = census.Census(str(tmp_path), census.QUICK)
+
+    def interrupted(tb):
+        raise KeyboardInterrupt
+
+    def garbled(tb):
+        int("loop x".split()[1])
+
+    with pytest.raises(KeyboardInterrupt):
+        c.trial("race load cache on", FakeCfg(), interrupted)
+    with pytest.raises(ValueError):
+        c.trial("race load cache on", FakeCfg(), garbled)
+    assert [r["outcome"] for r in c.rows] == ["interrupted", "error"]
+    assert "ValueError" in c.rows[1]["what"]
+    # An interrupted trial is on record but not done: a resume does it again.
+    assert len(c.done("race load cache on")) == 1
+
+
+def test_a_race_trial_that_reads_no_rounds_is_an_error_and_ends_the_census(tmp_path, fake_testbed, monkeypatch):
+    from flushless import build, raceload
+    monkeypatch.setattr(build, "Parts", lambda *a, **k: type("P", (), {"ensure": lambda self: None})())
+    monkeypatch.setattr(census, "_cfg", lambda parts, **kw: FakeCfg())
+    monkeypatch.setattr(raceload, "run", lambda tb, smp, rounds, switch: {
+        "rounds_read": 0, "deaths_by_signal": {}, "load_failures": [], "death_lines": [], "summary": "nothing"})
+    c = census.Census(str(tmp_path), census.QUICK)
+    with pytest.raises(ToolError, match="failed 3 times in a row"):
+        c.run_race()
+    assert [r["outcome"] for r in c.rows] == ["error"] * 3 and all(r["rounds"] == 0 for r in c.rows)
+
+
+def test_a_failed_domu_keeps_its_dom0_log(tmp_path, fake_testbed, monkeypatch):
+    outcomes = iter([("ok", "", 1.0), ("stall", "did not reach its shell", 300.0)])
+    monkeypatch.setattr(census, "create_once", lambda tb, kind, check=None: next(outcomes))
+    c = census.Census(str(tmp_path), dict(census.QUICK, pvh=5))
+    body = c.domus({"pvh-hap": "pvh pvh-hap -icount"}, per_boot=10)
+    c.trial("pvh dom0", FakeCfg(), body)
+    rows = {r["config"]: r for r in c.rows if r["outcome"] != "ok" or r["config"] == "pvh dom0"}
+    stalled = rows["pvh pvh-hap -icount"]
+    # The stall ended this dom0's creations, and the log it points at exists.
+    assert stalled["outcome"] == "stall" and (tmp_path / "census" / stalled["dom0_log"]).exists()
+    assert len(c.done("pvh pvh-hap -icount")) == 2
