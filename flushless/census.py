@@ -16,6 +16,7 @@ import time
 
 from . import build, guests, qemu
 from .progress import ToolError, log
+from . import testbed
 from .testbed import BootConfig, Testbed, _BootStalled
 
 # Trials per configuration (issue 21's plan) and a quick one for trying the census out.
@@ -58,9 +59,10 @@ class Census:
         self.rows = load(self.path)
 
     def done(self, config):
-        """The trials of CONFIG on this QEMU; an interrupted one is on record but not done."""
+        """The trials of CONFIG on this QEMU and CPU model; an interrupted one is on record but
+        not done."""
         return [r for r in self.rows if r["qemu_version"] == self.q["qemu_version"] and r["config"] == config
-                and r["outcome"] != "interrupted"]
+                and row_cpu(r) == testbed.CPU and r["outcome"] != "interrupted"]
 
     def add(self, config, outcome, log_path, **extra):
         # A good trial's log goes (the rows say what it held); a failure's, or one with findings, stays.
@@ -70,7 +72,7 @@ class Census:
             if os.path.exists(trace) and not os.path.getsize(trace):
                 os.unlink(trace)
         row = dict(extra, qemu_version=self.q["qemu_version"], qemu_package=self.q["qemu_package"],
-                   config=config, outcome=outcome, log=self.keep(log_path) if keep else _drop(log_path),
+                   cpu=testbed.CPU, config=config, outcome=outcome, log=self.keep(log_path) if keep else _drop(log_path),
                    time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         self.rows.append(row)
         with open(self.path, "a") as f:
@@ -359,6 +361,17 @@ def user_deaths_in_log(census_dir, rel):
         return []
 
 
+def row_cpu(row):
+    # Rows from before the CPU model was recorded were booted with plain -cpu max.
+    return row.get("cpu", "max")
+
+
+def column(row):
+    """The table's column of ROW: its QEMU, and its CPU model where not the testbed's."""
+    cpu = row_cpu(row)
+    return row["qemu_version"] + ("" if cpu == testbed.CPU else " (-cpu %s)" % cpu)
+
+
 def summary(rows, census_dir=None):
     """{(qemu_version, config): {outcome: count, ...}} with deaths by signal and rounds. With
     CENSUS_DIR, each failure's kept log is read for user-space deaths too."""
@@ -366,7 +379,7 @@ def summary(rows, census_dir=None):
     for r in rows:
         if r["outcome"] == "interrupted":
             continue
-        s = out.setdefault((r["qemu_version"], r["config"]), {"trials": 0, "outcomes": {}, "rounds": 0,
+        s = out.setdefault((column(r), r["config"]), {"trials": 0, "outcomes": {}, "rounds": 0,
                                                                 "deaths": {}, "logs": []})
         s["trials"] += 1
         s["outcomes"][r["outcome"]] = s["outcomes"].get(r["outcome"], 0) + 1
@@ -392,7 +405,7 @@ def table(rows, link_prefix="../results/census/", census_dir=None):
     s = summary(rows, census_dir)
     if not s:
         return "No trial counted yet.\n"
-    versions = sorted({v for v, _ in s}, key=lambda v: [int(x) for x in re.findall(r"\d+", v)])
+    versions = sorted({v for v, _ in s}, key=lambda v: ([int(x) for x in re.findall(r"\d+", v.split(" ")[0])], v))
     configs = sorted({c for _, c in s}, key=_config_order)
     head = "| configuration | " + " | ".join("QEMU %s" % v for v in versions) + " |"
     lines = [head, "|" + "---|" * (len(versions) + 1)]

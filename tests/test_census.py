@@ -45,12 +45,13 @@ def test_repeated_failures_stop_the_census(tmp_path, fake_qemu):
 
 
 def test_table_puts_both_qemus_side_by_side():
+    from flushless.testbed import CPU
     rows = [
-        {"qemu_version": "7.2.22", "config": "boot built 4 vCPUs", "outcome": "ok"},
-        {"qemu_version": "7.2.22", "config": "boot built 4 vCPUs", "outcome": "crash", "log": "logs/a.log.gz"},
-        {"qemu_version": "10.0.2", "config": "boot built 4 vCPUs", "outcome": "ok"},
-        {"qemu_version": "10.0.2", "config": "race load cache on", "outcome": "ok", "rounds": 25, "deaths": {}},
-        {"qemu_version": "10.0.2", "config": "race load cache on", "outcome": "death", "rounds": 25,
+        {"qemu_version": "7.2.22", "cpu": CPU, "config": "boot built 4 vCPUs", "outcome": "ok"},
+        {"qemu_version": "7.2.22", "cpu": CPU, "config": "boot built 4 vCPUs", "outcome": "crash", "log": "logs/a.log.gz"},
+        {"qemu_version": "10.0.2", "cpu": CPU, "config": "boot built 4 vCPUs", "outcome": "ok"},
+        {"qemu_version": "10.0.2", "cpu": CPU, "config": "race load cache on", "outcome": "ok", "rounds": 25, "deaths": {}},
+        {"qemu_version": "10.0.2", "cpu": CPU, "config": "race load cache on", "outcome": "death", "rounds": 25,
          "deaths": {"11": 2}, "log": "logs/b.log.gz"},
     ]
     t = census.table(rows, link_prefix="")
@@ -61,6 +62,9 @@ def test_table_puts_both_qemus_side_by_side():
     race = next(x for x in lines if x.startswith("| race load cache on"))
     assert "50 rounds, deaths by signal: 11: 2" in race and race.endswith("not run |") is False
     assert "| not run |" in race
+    # A row booted with another CPU model has a column of its own.
+    old = dict(rows[2], cpu="max")
+    assert census.table(rows + [old]).splitlines()[0].endswith("| QEMU 10.0.2 | QEMU 10.0.2 (-cpu max) |")
 
 
 def test_qemu_choices_are_checked():
