@@ -473,7 +473,22 @@ switching and %(race_rounds)d with it off, deaths counted by signal from the ker
 state, each compared byte for byte; %(storm_s)d s of an exec storm (fork and exec loops on 4
 vCPUs) on Debian's kernel, against our Xen and against Debian's own build of the same Xen
 source, and under single-threaded TCG; PVH domUs created under `-icount`, %(pvh)d of each paging mode; PV
-domUs with edu passed through, %(passthrough)d, each checked for its BAR's `resource0`.
+domUs with edu passed through, %(passthrough)d, each checked for its BAR's `resource0`. The
+table shows what has been counted so far; a cell says "not run" where nothing has.
+
+What each kind of failure is, as far as it is located (the counts are in the table below):
+
+- **A process killed in its start-up** (`death`, and the Debian-kernel boot that stalled: its
+  init's `grep` died, so init took the domU path): a freshly exec'd static program reads random
+  bytes where its TLS block holds the locale pointer (`__ctype_init`), with FS base right. It
+  needs Xen PV, not the Linux series. Whether our Xen build, Xen itself, Linux's PV code or
+  QEMU's TCG is the cause is what the exec-storm rows compare; not located yet.
+- **`Bad icount read`**: QEMU 10 aborts at Xen's timer check under `-icount` when the CPU offers
+  x2APIC (Xen then reads the APIC timer through an MSR, outside an I/O instruction). The
+  testbed boots `-cpu max,x2apic=off`, as every boot was on QEMU 7.2; the column marked
+  `-cpu max` holds rows booted before that.
+- **QEMU 7.2's stale int3**: its multi-threaded TCG could run a stale translation of patched
+  kernel text (fixed in QEMU 8.1, deba78709ae8); the history is in `docs/history.md`.
 
 """
 
