@@ -76,9 +76,12 @@ class Guest:
                 break
             tail = "\n".join("    " + x for x in lines[-45:])
             # 3: the domU shut down or vanished while booting (guestboot). Under TCG a PVH
-            # domU's early boot has triple-faulted (once seen, in native_calibrate_cpu_early());
-            # try once more. A stall (the PVH -icount hang) is not retried: 300 s each.
-            if status != 3 or attempt == attempts:
+            # domU's early boot has triple-faulted (once seen, in native_calibrate_cpu_early()).
+            # 4: xl create itself died of SIGSEGV in dom0 (once in make test on QEMU 10), the
+            # user-space death under Xen PV whose cause is not found (README; docs/census.md
+            # counts it). Both are tried once more, logged with the reports, and counted in
+            # boot_attempts. A stall (the PVH -icount hang) is not retried: 300 s each.
+            if status not in (3, 4) or attempt == attempts:
                 raise ToolError("the %s domU did not start (guestboot exited %d, attempt %d of %d):\n%s"
                                 % (self.kind, status, attempt, attempts, tail))
             log("domU: the %s domU failed while booting, trying again:\n%s" % (self.kind, tail))

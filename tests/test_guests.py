@@ -53,6 +53,11 @@ def test_a_domu_whose_own_boot_fails_is_created_once_more():
     g = guests.Guest(tb, "pvh-hap")
     g.start()
     assert (g.domid, g.boot_attempts) == (5, 2)
+    # xl create killed by SIGSEGV in dom0 (exit 4): once more too.
+    tb = ScriptedTestbed([(4, ["guestboot: xl create died of SIGSEGV"]), (0, ["guestboot ok 6"])])
+    g = guests.Guest(tb, "pvh-hap")
+    g.start()
+    assert (g.domid, g.boot_attempts) == (6, 2)
     # A stall or a dom0-side failure (exit 1) is not retried, nor is a second crash.
     for boots in ([(1, ["guestboot: flushless-domu did not reach its shell in 300 s"])],
                   [(3, ["guestboot: first"]), (3, ["guestboot: second"])]):
