@@ -72,7 +72,8 @@ class Census:
             if os.path.exists(trace) and not os.path.getsize(trace):
                 os.unlink(trace)
         row = dict(extra, qemu_version=self.q["qemu_version"], qemu_package=self.q["qemu_package"],
-                   cpu=testbed.CPU, config=config, outcome=outcome, log=self.keep(log_path) if keep else _drop(log_path),
+                   cpu=testbed.CPU, config=config, outcome=outcome,
+                   log=self.keep(log_path) if keep else _drop(log_path),
                    time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         self.rows.append(row)
         with open(self.path, "a") as f:

@@ -48,9 +48,11 @@ def test_table_puts_both_qemus_side_by_side():
     from flushless.testbed import CPU
     rows = [
         {"qemu_version": "7.2.22", "cpu": CPU, "config": "boot built 4 vCPUs", "outcome": "ok"},
-        {"qemu_version": "7.2.22", "cpu": CPU, "config": "boot built 4 vCPUs", "outcome": "crash", "log": "logs/a.log.gz"},
+        {"qemu_version": "7.2.22", "cpu": CPU, "config": "boot built 4 vCPUs", "outcome": "crash",
+         "log": "logs/a.log.gz"},
         {"qemu_version": "10.0.2", "cpu": CPU, "config": "boot built 4 vCPUs", "outcome": "ok"},
-        {"qemu_version": "10.0.2", "cpu": CPU, "config": "race load cache on", "outcome": "ok", "rounds": 25, "deaths": {}},
+        {"qemu_version": "10.0.2", "cpu": CPU, "config": "race load cache on", "outcome": "ok", "rounds": 25,
+         "deaths": {}},
         {"qemu_version": "10.0.2", "cpu": CPU, "config": "race load cache on", "outcome": "death", "rounds": 25,
          "deaths": {"11": 2}, "log": "logs/b.log.gz"},
     ]
