@@ -483,9 +483,9 @@ What each kind of failure is, as far as it is located (the counts are in the tab
 
 - **A process killed in its start-up** (`death`, and the Debian-kernel boot that stalled: its
   init's `grep` died, so init took the domU path): a freshly exec'd static program reads random
-  bytes where its TLS block holds the locale pointer (`__ctype_init`), with FS base right. It
-  needs Xen PV, not the Linux series. Whether our Xen build, Xen itself, Linux's PV code or
-  QEMU's TCG is the cause is what the exec-storm rows compare; not located yet.
+  bytes where its TLS block holds the locale pointer (`__ctype_init`), with FS base right. The
+  exec-storm rows show it with Debian's own kernel and Debian's own unmodified Xen: outside
+  flushless. Xen 4.20, Linux's PV code or QEMU's TCG: the single-threaded TCG row compares.
 - **`Bad icount read`**: QEMU 10 aborts at Xen's timer check under `-icount` when the CPU offers
   x2APIC (Xen then reads the APIC timer through an MSR, outside an I/O instruction). The
   testbed boots `-cpu max,x2apic=off`, as every boot was on QEMU 7.2; the column marked

@@ -26,15 +26,14 @@ from flushless.testbed import BootConfig, Testbed
 # reached dom0 cut: Xen drops serial input past its 128-byte ring, console.LINE_MAX now sends
 # long commands in acknowledged pieces).
 #
-# Under this load a freshly exec'd static program now and then dies in its start-up: it reads a
-# random word where its TLS block holds the locale pointer (__ctype_init), with FS base right.
-# Not the Linux series': on QEMU 10 the same death struck Debian's own kernel on our Xen, in a
-# boot (1 of 30 at 4 vCPUs) and in the census's exec storm (2 in 600 s, `docs/census.md`).
-# Where it starts (Xen, Linux's PV code or QEMU's TCG) is not found yet (README, "A user-space
-# death under Xen PV"). So a run may have up to STACK_DEATHS such deaths, each a SIGSEGV (rc
-# 139) counted from the kernel's report: at the rate measured under this load (5 in 200 rounds)
-# 10 rounds expect 0.25, and more than 2 has a chance of 0.2 %. Any other death, or a failure
-# no counted death explains, fails the run.
+# Under this load a freshly exec'd static program now and then dies in its start-up: it reads
+# random bytes where its TLS block holds the locale pointer (__ctype_init), with FS base right.
+# Outside flushless: on QEMU 10 the census's exec storm (docs/census.md) shows the same death,
+# same instruction and registers, on Debian's own kernel with Debian's own unmodified Xen
+# (README, "A user-space death under Xen PV"). So a run may have up to STACK_DEATHS such
+# deaths, each a SIGSEGV (rc 139) counted from the kernel's report: at the rate measured under
+# this load (5 in 200 rounds) 10 rounds expect 0.25, and more than 2 has a chance of 0.2 %.
+# Any other death, or a failure no counted death explains, fails the run.
 pytestmark = pytest.mark.testbed
 
 BROKEN = sorted(glob.glob(os.path.join(REPO, "tests", "fixtures", "linux-broken", "*.patch")))
