@@ -390,6 +390,8 @@ def summary(rows, census_dir=None):
         s["lines"] = s.get("lines", 0) + r.get("lines", 0)
         s["bad_lines"] = s.get("bad_lines", 0) + r.get("bad_count", len(r.get("bad_lines", [])))
         s["lost"] = s.get("lost", 0) + r.get("lost", 0)
+        s["loops"] = s.get("loops", 0) + sum(r.get("loops") or [])
+        s["seconds"] = s.get("seconds", 0) + r.get("seconds", 0)
         for sig, n in r.get("deaths", {}).items():
             s["deaths"][sig] = s["deaths"].get(sig, 0) + n
         if r["outcome"] == "ok" and r.get("findings"):
@@ -426,6 +428,9 @@ def _cell(x, link_prefix):
     text = "%d of %d ok" % (x["outcomes"].get("ok", 0), x["trials"])
     if x["rounds"]:
         text += ", %d rounds" % x["rounds"]
+    if x.get("loops"):
+        # A storm loop forks and execs 20 programs and forks 20 more: deaths per exec compare.
+        text += ", %d s, %d loops" % (x["seconds"], x["loops"])
     if x.get("lines"):
         text += ", %d lines, %d differ, %d lost" % (x["lines"], x["bad_lines"], x["lost"])
     if x["deaths"]:
@@ -484,8 +489,9 @@ What each kind of failure is, as far as it is located (the counts are in the tab
 - **A process killed in its start-up** (`death`, and the Debian-kernel boot that stalled: its
   init's `grep` died, so init took the domU path): a freshly exec'd static program reads random
   bytes where its TLS block holds the locale pointer (`__ctype_init`), with FS base right. The
-  exec-storm rows show it with Debian's own kernel and Debian's own unmodified Xen: outside
-  flushless. Xen 4.20, Linux's PV code or QEMU's TCG: the single-threaded TCG row compares.
+  exec-storm rows show it with Debian's own kernel and Debian's own unmodified Xen, so it lies
+  outside flushless, and under single-threaded TCG too, so it is not a race of QEMU's
+  multi-threaded TCG. Xen 4.20's PV code, Linux's or QEMU's TCG: not located further yet.
 - **`Bad icount read`**: QEMU 10 aborts at Xen's timer check under `-icount` when the CPU offers
   x2APIC (Xen then reads the APIC timer through an MSR, outside an I/O instruction). The
   testbed boots `-cpu max,x2apic=off`, as every boot was on QEMU 7.2; the column marked
