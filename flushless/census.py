@@ -66,7 +66,8 @@ class Census:
 
     def add(self, config, outcome, log_path, **extra):
         # A good trial's log goes (the rows say what it held); a failure's, or one with findings, stays.
-        keep = outcome != "ok" or extra.get("findings") or extra.pop("keep_log", False)
+        keep_log = extra.pop("keep_log", False)
+        keep = outcome != "ok" or extra.get("findings") or keep_log
         if log_path:
             trace = log_path + ".vtd-faults"
             if os.path.exists(trace) and not os.path.getsize(trace):
