@@ -14,7 +14,6 @@ re-check; without both) and none in patches/linux.
 
 import glob
 import os
-import re
 
 import pytest
 
@@ -70,9 +69,7 @@ def switch_while_freeing(broken, tmp_path, dom0_args=()):
         # The known death is a SIGSEGV; any other signal is not excused.
         deaths = load["deaths_by_signal"].get("11", 0)
         other_deaths = {k: v for k, v in load["deaths_by_signal"].items() if k != "11"}
-        rounds = [raceload.left_pages(line) for line in out
-                  if line.startswith("round ") and len(re.findall(r"_pages \d+", line)) == 4]
-        loops, faults = load["loops"], [load["ptfault_runs"]] if load["ptfault_runs"] else []
+        loops, failed = load["loops"], load["load_failures"]
         # Tables in flight (unpinned at exit, freed after the grace period) are marked frames that
         # are no table until they come back and are given back.
         for _ in range(20):
@@ -90,12 +87,11 @@ def switch_while_freeing(broken, tmp_path, dom0_args=()):
     # Every round read, but those whose read died; the loops ran (a broken shape may make them
     # fail). A run may fail only by a counted SIGSEGV (exit status 139), never by SIGKILL or an
     # error, and no more often than the kernel reported deaths.
-    assert len(rounds) >= ROUNDS - deaths, out
-    failed = [int(line.split()[1]) for line in out if line.startswith("LOADFAIL ")]
+    assert load["rounds_read"] >= ROUNDS - deaths, out
     load_ok = (all(rc == 128 + 11 for rc in failed) and len(failed) <= deaths
-               and len(loops) == SMP and min(loops) > 0 and bool(faults) and faults[0] > 0)
+               and len(loops) == SMP and min(loops) > 0 and load["ptfault_runs"] > 0)
     return {"load_ok": load_ok, "load_failures": failed,
-            "rounds_left_pages": sum(rounds), "loops": loops, "ptfault_runs": faults[0] if faults else 0,
+            "rounds_left_pages": load["rounds_left_pages"], "loops": loops, "ptfault_runs": load["ptfault_runs"],
             "preemptible_frees_slept": slept, "frees_the_recheck_caught": rechecked, "owed": stats["owed"],
             "quarantined": stats["quarantined"], "marked_not_tables": len(marked - tables),
             "violations": audit["violations"], "dmesg": bad, "deaths": deaths, "other_deaths": other_deaths,
