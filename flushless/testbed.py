@@ -167,6 +167,9 @@ class Testbed:
                 os.replace(self.console_log, self.console_log + ".stalled")
 
     def _start_once(self):
+        if self.proc is not None and self.proc.poll() is None:
+            # A second QEMU would replace self.proc and the first would outlive stop().
+            raise ToolError("testbed already running (QEMU pid %d); stop() it first" % self.proc.pid)
         tools.require(qemu.argv0()[0])
         os.makedirs(os.path.dirname(os.path.abspath(self.console_log)), exist_ok=True)
         self._log = open(self.console_log, "w")

@@ -146,3 +146,21 @@ def test_ctrl_c_ends_qemu(debian_parts, tmp_path):
             proc.kill()
     time.sleep(0.5)
     assert qemu is not None and not os.path.exists("/proc/%d" % qemu), "QEMU %d survived Ctrl-C" % qemu
+
+
+def test_second_start_refuses_while_qemu_runs(tmp_path):
+    # Starting a running testbed again used to replace self.proc: the first QEMU then
+    # outlived stop(). A stand-in process plays the running QEMU; nothing boots.
+    files = []
+    for name in ("xen", "vmlinuz", "initramfs"):
+        (tmp_path / name).write_bytes(b"")
+        files.append(str(tmp_path / name))
+    tb = Testbed(BootConfig(*files), str(tmp_path / "console.log"))
+    tb.proc = subprocess.Popen(["sleep", "60"])
+    try:
+        with pytest.raises(ToolError, match="already running"):
+            tb.start()
+        assert tb.proc.poll() is None
+    finally:
+        tb.proc.kill()
+        tb.proc.wait()
