@@ -24,9 +24,11 @@ PLAN = {"boot": 30, "race_rounds": 200, "pvh": 50, "passthrough": 20, "console_l
 QUICK = {"boot": 2, "race_rounds": 10, "pvh": 2, "passthrough": 2, "console_lines": 5000, "storm_s": 60}
 SECTIONS = ("boot", "race", "console", "storm", "pvh", "passthrough")
 # Programs exec'd and forked on every vCPU of Debian's kernel: user-space deaths by Xen build
-# (ours against Debian's own build of the same source) and TCG threading.
-STORMS = (("ours", "multi"), ("debian", "multi"), ("ours", "single"))
-STORM_SMP = 4
+# (ours against Debian's own build of the same source, or none: the kernel booted natively),
+# TCG threading, dom0's vCPUs and IOMMU mode. (xen, TCG threads, vCPUs, dom0-iommu mode)
+STORMS = (("ours", "multi", 4, "strict"), ("debian", "multi", 4, "strict"), ("ours", "single", 4, "strict"),
+          ("debian", "single", 4, "strict"), ("none", "single", 4, None), ("debian", "single", 1, "strict"),
+          ("debian", "single", 4, "relaxed"))
 STORM_S_PER_BOOT = 120
 CONSOLE_LINES_PER_BOOT = 20000
 # Known lines printed by dom0 while the study's busy state runs: every byte the console
@@ -197,20 +199,25 @@ class Census:
                 build.DebianXen().path("xen")}
         secs = min(STORM_S_PER_BOOT, self.plan["storm_s"])
 
-        def body(tb):
-            res = raceload.storm(tb, STORM_SMP, secs)
-            fields = {"seconds": secs, "deaths": res["deaths_by_signal"], "load_failures": res["load_failures"],
-                      "death_lines": res["death_lines"], "loops": res["loops"]}
-            if len(res["loops"]) != STORM_SMP or not min(res["loops"]):
-                return "error", "the loops did not run: %s" % res["summary"], fields
-            return ("death" if res["deaths_by_signal"] or res["load_failures"] else "ok"), res["summary"], fields
+        def body(smp):
+            def run(tb):
+                res = raceload.storm(tb, smp, secs)
+                fields = {"seconds": secs, "deaths": res["deaths_by_signal"], "load_failures": res["load_failures"],
+                          "death_lines": res["death_lines"], "loops": res["loops"]}
+                if len(res["loops"]) != smp or not min(res["loops"]):
+                    return "error", "the loops did not run: %s" % res["summary"], fields
+                return ("death" if res["deaths_by_signal"] or res["load_failures"] else "ok"), res["summary"], fields
+            return run
 
-        for xen, thread in STORMS:
-            config = "exec storm Debian kernel, %s Xen, TCG %s" % (xen, thread)
+        for xen, thread, smp, mode in STORMS:
+            config = storm_config(xen, thread, smp, mode)
             while sum(r.get("seconds", 0) for r in self.done(config)) < self.plan["storm_s"]:
-                cfg = _cfg(parts, smp=STORM_SMP, tcg_thread=thread, dom0_args=("print-fatal-signals=1",))
-                cfg.xen = xens[xen]
-                self.trial(config, cfg, body, fine=("ok", "death"), xen=xen, tcg_thread=thread, seconds=0)
+                cfg = _cfg(parts, smp=smp, tcg_thread=thread, dom0_args=("print-fatal-signals=1",),
+                           native=xen == "none", mode=mode or "strict")
+                if xen != "none":
+                    cfg.xen = xens[xen]
+                self.trial(config, cfg, body(smp), fine=("ok", "death"), xen=xen, tcg_thread=thread, smp=smp,
+                           mode=mode, seconds=0)
 
     def domus(self, kinds, per_boot, check=None):
         """A body creating domUs of KINDS in turn on one dom0 until each has its trials, or
@@ -248,6 +255,16 @@ class Census:
         while len(self.done(kinds["pv-passthrough"])) < self.plan["passthrough"]:
             self.trial("passthrough dom0", _cfg(parts, guest=True, mode="relaxed"),
                        self.domus(kinds, PASSTHROUGH_PER_BOOT, check=RESOURCE0))
+
+
+def storm_config(xen, thread, smp, mode):
+    """A storm's row name; the first rows (4 vCPUs, strict) were named before the others."""
+    what = "no Xen" if xen == "none" else "%s Xen" % xen
+    if smp != 4:
+        what += ", dom0 %d vCPU%s" % (smp, "s" if smp > 1 else "")
+    if mode == "relaxed":
+        what += ", dom0-iommu=relaxed"
+    return "exec storm Debian kernel, %s, TCG %s" % (what, thread)
 
 
 def _plan_key(kind):
