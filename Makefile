@@ -15,19 +15,12 @@ build: deps
 # Unit tests, native workloads, the testbed: everything but the tests marked slow (the quick
 # reproduce end to end), within about 15 minutes warm. Builds first, outside pytest, so a
 # cold build (about 15 minutes) shows its progress.
-# A test that failed of the user-space death under Xen PV is run once more, shown as "rerun" in
-# pytest's summary: its cause lies outside flushless (Debian's own kernel and Xen die the same
-# way: README, "A user-space death under Xen PV"; docs/census.md), and on QEMU 10 it struck both
-# make test runs of 2026-11-26 (xl create killed by SIGSEGV; dom0's sh reading its own script
-# wrong). Any other failure fails at once.
-RERUN = --reruns 1 --only-rerun 'syntax error: unexpected|died of SIGSEGV|exited 139'
-
 test: build
-	$(PYTHON) -m pytest -v -p no:cacheprovider --durations=15 $(RERUN) -m "not slow" tests
+	$(PYTHON) -m pytest -v -p no:cacheprovider --durations=15 -m "not slow" tests
 
 # Everything, the slow tests too.
 test-all: build
-	$(PYTHON) -m pytest -v -p no:cacheprovider --durations=15 $(RERUN) tests
+	$(PYTHON) -m pytest -v -p no:cacheprovider --durations=15 tests
 
 test-unit:
 	$(PYTHON) -m pytest -v -p no:cacheprovider -m "not testbed" tests

@@ -22,13 +22,20 @@ from .testbed import BootConfig, Testbed, _BootStalled
 # Trials per configuration (issue 21's plan) and a quick one for trying the census out.
 PLAN = {"boot": 30, "race_rounds": 200, "pvh": 50, "passthrough": 20, "console_lines": 100000, "storm_s": 600}
 QUICK = {"boot": 2, "race_rounds": 10, "pvh": 2, "passthrough": 2, "console_lines": 5000, "storm_s": 60}
-SECTIONS = ("boot", "race", "console", "storm", "pvh", "passthrough")
+SECTIONS = ("xsave", "boot", "race", "console", "storm", "pvh", "passthrough")
+XSAVE_CONFIG = "emulator: #NM for XSAVE, XSAVEOPT, XRSTOR under CR0.TS"
 # Programs exec'd and forked on every vCPU of Debian's kernel: user-space deaths by Xen build
 # (ours against Debian's own build of the same source, or none: the kernel booted natively),
 # TCG threading, dom0's vCPUs and IOMMU mode. (xen, TCG threads, vCPUs, dom0-iommu mode)
-STORMS = (("ours", "multi", 4, "strict"), ("debian", "multi", 4, "strict"), ("ours", "single", 4, "strict"),
-          ("debian", "single", 4, "strict"), ("none", "single", 4, None), ("debian", "single", 1, "strict"),
-          ("debian", "single", 4, "relaxed"))
+# With Xen's lazy FPU switching processes die (docs/qemu-xsave-ts.md): the testbed boots Xen
+# eager, and the lazy rows show the cause.
+STORMS = (("ours", "multi", 4, "strict", "eager"), ("debian", "multi", 4, "strict", "eager"),
+          ("ours", "single", 4, "strict", "eager"), ("debian", "single", 4, "strict", "eager"),
+          ("debian", "single", 1, "strict", "eager"), ("none", "single", 4, None, None),
+          ("debian", "single", 4, "strict", "lazy"), ("debian", "single", 1, "strict", "lazy"))
+# Rows booted with Xen's lazy FPU switching are named so; rows from before the testbed chose
+# eager switching recorded no xen_fpu and were lazy (Xen's default on TCG's AMD CPU model).
+LAZY = ", Xen lazy FPU"
 STORM_S_PER_BOOT = 120
 CONSOLE_LINES_PER_BOOT = 20000
 # Known lines printed by dom0 while the study's busy state runs: every byte the console
@@ -50,7 +57,7 @@ PASSTHROUGH_PER_BOOT = 5
 
 
 class Census:
-    def __init__(self, results, plan=PLAN):
+    def __init__(self, results, plan=PLAN, only=None):
         self.dir = os.path.join(results, "census")
         self.plan = plan
         self.path = os.path.join(self.dir, "census.jsonl")
@@ -59,6 +66,13 @@ class Census:
         self.logs = os.path.join(self.dir, "logs", self.tag)
         os.makedirs(self.logs, exist_ok=True)
         self.rows = load(self.path)
+        # Only the configurations whose name holds this text (two single-threaded storms can
+        # run at once, one per host core, each in its own census process).
+        self.only = only
+        self.fpu = BootConfig.xen_fpu  # the current trial's: its dom0's domU rows are added under it
+
+    def wanted(self, config):
+        return not self.only or self.only in config
 
     def done(self, config):
         """The trials of CONFIG on this QEMU and CPU model; an interrupted one is on record but
@@ -75,7 +89,7 @@ class Census:
             if os.path.exists(trace) and not os.path.getsize(trace):
                 os.unlink(trace)
         row = dict(extra, qemu_version=self.q["qemu_version"], qemu_package=self.q["qemu_package"],
-                   cpu=testbed.CPU, config=config, outcome=outcome,
+                   cpu=testbed.CPU, xen_fpu=self.fpu, config=config, outcome=outcome,
                    log=self.keep(log_path) if keep else _drop(log_path),
                    time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         self.rows.append(row)
@@ -116,6 +130,9 @@ class Census:
         """One boot of CFG and BODY(tb) -> (outcome, what, fields) on it. Its row is written
         whatever happens: a failure of ours or Ctrl-C is recorded (error, interrupted) and
         raised; QEMU is always stopped first."""
+        self.fpu = None if cfg.native else cfg.xen_fpu
+        if self.fpu == "lazy" and not config.endswith(LAZY):
+            config += LAZY
         path = self.log_path(config)
         tb = Testbed(cfg, path)
         outcome, what, fields = "error", "", {}
@@ -140,10 +157,22 @@ class Census:
         self.give_up_after_failures(config, fine)
         return outcome
 
+    # -- the emulator itself: the instructions Xen's lazy FPU switching relies on --
+    def run_xsave(self):
+        if self.done(XSAVE_CONFIG) or not self.wanted(XSAVE_CONFIG):
+            return
+        self.fpu = None
+        res = qemu.xsave_ts()
+        missing = sorted(k for k in ("xsave", "xsaveopt", "xrstor") if k in res and not res[k])
+        self.add(XSAVE_CONFIG, "no #NM" if missing else "ok", None, result=res,
+                 what=("no #NM for %s" % ", ".join(missing)) if missing else "")
+
     # -- boots to dom0's shell, none retried --
     def run_boot(self):
         for kernel, smp, icount in BOOTS:
             config = "boot %s %d vCPUs%s" % (kernel, smp, " -icount" if icount else "")
+            if not self.wanted(config):
+                continue
             parts = build.Parts(kernel).ensure()
             while len(self.done(config)) < self.plan["boot"]:
                 self.trial(config, _cfg(parts, smp=smp, icount=icount, boot_timeout=120 * (1 + icount)),
@@ -169,6 +198,8 @@ class Census:
 
         for cache in ("on", "off"):
             config = "race load cache %s" % cache
+            if not self.wanted(config):
+                continue
             while sum(r.get("rounds", 0) for r in self.done(config)) < self.plan["race_rounds"]:
                 self.trial(config, _cfg(parts, smp=RACE_SMP, dom0_args=raceload.DOM0_ARGS), body(cache == "on"),
                            fine=("ok", "death"), rounds=0)
@@ -177,6 +208,8 @@ class Census:
     def run_console(self):
         parts = build.Parts("built").ensure()
         config = "console lines under load"
+        if not self.wanted(config):
+            return
         n = min(CONSOLE_LINES_PER_BOOT, self.plan["console_lines"])
 
         def body(tb):
@@ -209,11 +242,13 @@ class Census:
                 return ("death" if res["deaths_by_signal"] or res["load_failures"] else "ok"), res["summary"], fields
             return run
 
-        for xen, thread, smp, mode in STORMS:
-            config = storm_config(xen, thread, smp, mode)
+        for xen, thread, smp, mode, fpu in STORMS:
+            config = storm_config(xen, thread, smp, mode, fpu)
+            if not self.wanted(config):
+                continue
             while sum(r.get("seconds", 0) for r in self.done(config)) < self.plan["storm_s"]:
                 cfg = _cfg(parts, smp=smp, tcg_thread=thread, dom0_args=("print-fatal-signals=1",),
-                           native=xen == "none", mode=mode or "strict")
+                           native=xen == "none", mode=mode or "strict", xen_fpu=fpu or "eager")
                 if xen != "none":
                     cfg.xen = xens[xen]
                 self.trial(config, cfg, body(smp), fine=("ok", "death"), xen=xen, tcg_thread=thread, smp=smp,
@@ -243,7 +278,8 @@ class Census:
     # -- PVH domUs created under -icount, hap=1 and hap=0 --
     def run_pvh(self):
         parts = build.Parts("built", guest=True).ensure()
-        kinds = {k: "pvh %s -icount" % k for k in ("pvh-hap", "pvh-shadow")}
+        kinds = {k: c for k, c in (("pvh-hap", "pvh pvh-hap -icount"), ("pvh-shadow", "pvh pvh-shadow -icount"))
+                 if self.wanted(c)}
         while any(len(self.done(c)) < self.plan["pvh"] for c in kinds.values()):
             cfg = _cfg(parts, guest=True, mode="relaxed", icount=True, boot_timeout=2 * BootConfig.boot_timeout)
             self.trial("pvh dom0", cfg, self.domus(kinds, PVH_PER_BOOT))
@@ -251,20 +287,21 @@ class Census:
     # -- PV domU with edu passed through: is the BAR's resource0 there? --
     def run_passthrough(self):
         parts = build.Parts("built", guest=True).ensure()
-        kinds = {"pv-passthrough": "pv-passthrough resource0"}
-        while len(self.done(kinds["pv-passthrough"])) < self.plan["passthrough"]:
+        config = "pv-passthrough resource0"
+        kinds = {"pv-passthrough": config}
+        while self.wanted(config) and len(self.done(config)) < self.plan["passthrough"]:
             self.trial("passthrough dom0", _cfg(parts, guest=True, mode="relaxed"),
                        self.domus(kinds, PASSTHROUGH_PER_BOOT, check=RESOURCE0))
 
 
-def storm_config(xen, thread, smp, mode):
+def storm_config(xen, thread, smp, mode, fpu):
     """A storm's row name; the first rows (4 vCPUs, strict) were named before the others."""
     what = "no Xen" if xen == "none" else "%s Xen" % xen
     if smp != 4:
         what += ", dom0 %d vCPU%s" % (smp, "s" if smp > 1 else "")
     if mode == "relaxed":
         what += ", dom0-iommu=relaxed"
-    return "exec storm Debian kernel, %s, TCG %s" % (what, thread)
+    return "exec storm Debian kernel, %s, TCG %s%s" % (what, thread, LAZY if fpu == "lazy" else "")
 
 
 def _plan_key(kind):
@@ -320,7 +357,7 @@ def create_once(tb, kind, check=None):
     t0 = time.monotonic()
     g = guests.Guest(tb, kind, name="census")
     try:
-        g.start(attempts=1)
+        g.start()
     except ToolError as e:
         text = str(e)
         secs = round(time.monotonic() - t0, 1)
@@ -365,10 +402,15 @@ def load(path):
                 if not line:
                     continue
                 try:
-                    rows.append(json.loads(line))
+                    row = json.loads(line)
                 except ValueError:
                     # A census killed while appending leaves its last line torn.
                     log("census: %s line %d is not a row (a run killed while writing it?); skipped" % (path, n))
+                    continue
+                if "xen_fpu" not in row and "no Xen" not in row["config"]:
+                    row["xen_fpu"] = "lazy"
+                    row["config"] += LAZY
+                rows.append(row)
     return rows
 
 
@@ -468,7 +510,7 @@ def _cell(x, link_prefix):
 
 
 def _config_order(c):
-    for i, prefix in enumerate(("boot ", "race ", "console ", "exec storm", "pvh ", "pv-passthrough",
+    for i, prefix in enumerate(("emulator", "boot ", "race ", "console ", "exec storm", "pvh ", "pv-passthrough",
                                 "passthrough dom0")):
         if c.startswith(prefix):
             return (i, c)
@@ -491,25 +533,28 @@ host with the same plan for each QEMU. Every trial is done once and never retrie
 log of every failure is kept in `results/census/logs/`. This page is drawn from
 `results/census/census.jsonl` by `flushless census --doc`: do not edit the table by hand.
 
-Plan per QEMU: boots to dom0's shell (multi-threaded TCG, and `-icount`, which runs
-single-threaded), %(boot)d per row; the race tests'
-load (`flushless/raceload.py`, 4 vCPUs, `init_on_free=1`), %(race_rounds)d rounds with the cache
-switching and %(race_rounds)d with it off, deaths counted by signal from the kernel's
-`print-fatal-signals` report; %(console_lines)d known lines printed by dom0 under the study's busy
-state, each compared byte for byte; %(storm_s)d s of an exec storm (fork and exec loops on 4
-vCPUs) on Debian's kernel, against our Xen and against Debian's own build of the same Xen
-source, and under single-threaded TCG; PVH domUs created under `-icount`, %(pvh)d of each paging mode; PV
-domUs with edu passed through, %(passthrough)d, each checked for its BAR's `resource0`. The
-table shows what has been counted so far; a cell says "not run" where nothing has.
+Plan per QEMU: the emulator's `#NM` for the XSAVE family (`testbed/reproducers/xsave_ts.c`);
+boots to dom0's shell (multi-threaded TCG, and `-icount`, which runs single-threaded),
+%(boot)d per row; the race tests' load (`flushless/raceload.py`, 4 vCPUs, `init_on_free=1`),
+%(race_rounds)d rounds with the cache switching and %(race_rounds)d with it off, deaths counted
+by signal from the kernel's `print-fatal-signals` report; %(console_lines)d known lines printed
+by dom0 under the study's busy state, each compared byte for byte; %(storm_s)d s of an exec
+storm (fork and exec loops on every vCPU) on Debian's kernel, against our Xen and against
+Debian's own build of the same Xen source, under single-threaded TCG, with one dom0 vCPU, with
+Xen's lazy FPU switching and without Xen; PVH domUs created under `-icount`, %(pvh)d of each
+paging mode; PV domUs with edu passed through, %(passthrough)d, each checked for its BAR's
+`resource0`. The table shows what has been counted so far; a cell says "not run" where
+nothing has.
 
 What each kind of failure is, as far as it is located (the counts are in the table below):
 
 - **A process killed in its start-up** (`death`, and the Debian-kernel boot that stalled: its
-  init's `grep` died, so init took the domU path): a freshly exec'd static program reads random
-  bytes where its TLS block holds the locale pointer (`__ctype_init`), with FS base right. The
-  exec-storm rows show it with Debian's own kernel and Debian's own unmodified Xen, so it lies
-  outside flushless, and under single-threaded TCG too, so it is not a race of QEMU's
-  multi-threaded TCG. Xen 4.20's PV code, Linux's or QEMU's TCG: not located further yet.
+  init's `grep` died): a freshly exec'd static program read another process's data where its
+  TLS block holds the locale pointer. The cause is QEMU's TCG, which raises no `#NM` for
+  XSAVE, XSAVEOPT and XRSTOR under CR0.TS (the `emulator:` row; `docs/qemu-xsave-ts.md`), with
+  Xen's lazy FPU switching. Rows named `, Xen lazy FPU` booted Xen so; every row recorded
+  before the testbed chose eager switching (`spec-ctrl=eager-fpu=1`) did too. The exec-storm
+  rows compare lazy with eager, and with no Xen at all.
 - **`Bad icount read`**: QEMU 10 aborts at Xen's timer check under `-icount` when the CPU offers
   x2APIC (Xen then reads the APIC timer through an MSR, outside an I/O instruction). The
   testbed boots `-cpu max,x2apic=off`, as every boot was on QEMU 7.2; the column marked
@@ -528,9 +573,9 @@ def write_doc(results, path):
     return path
 
 
-def main(results, which="system", sections=SECTIONS, quick=False):
+def main(results, which="system", sections=SECTIONS, quick=False, only=None):
     qemu.use(which)
-    c = Census(results, QUICK if quick else PLAN)
+    c = Census(results, QUICK if quick else PLAN, only)
     log("census on QEMU %s (%s): %s; rows in %s" % (c.q["qemu_version"], c.q["qemu_binary"],
                                                    ", ".join(sections), c.path))
     try:

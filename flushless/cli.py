@@ -204,6 +204,7 @@ def make_parser():
     ce.add_argument("--sections", default=",".join(census.SECTIONS), metavar="LIST",
                     help="comma-separated subset of %s (default all)" % ",".join(census.SECTIONS))
     ce.add_argument("--quick", action="store_true", help="a few trials of each, to try the census out")
+    ce.add_argument("--only", metavar="TEXT", help="only the configurations whose name contains TEXT")
     ce.add_argument("--table", action="store_true", help="print the table of the rows so far and stop")
     ce.add_argument("--doc", metavar="FILE", help="write the census page (docs/census.md) from the rows so far")
     ce.add_argument("--results", default="results", metavar="DIR", help="results directory (default results)")
@@ -282,8 +283,7 @@ def cmd_run(args, rest):
                     "guest": args.guest})
         if guest:
             rec.update({"domid": guest.domid, "guest_vcpus": guest.vcpus, "guest_mem_mb": guest.mem_mb,
-                        "guest_boot_seconds": round(guest.boot_seconds, 1),
-                        "guest_boot_attempts": guest.boot_attempts})
+                        "guest_boot_seconds": round(guest.boot_seconds, 1)})
         rec.update({"mode": cfg.mode, "caching_mode": args.caching_mode, "kernel": args.kernel,
                     "kernel_release": tb.release, "smp": cfg.smp, "icount": cfg.icount,
                     "boot_seconds": round(tb.boot_seconds, 1), "boot_attempts": tb.boot_attempts, "console_log": console_log,
@@ -463,7 +463,7 @@ def main(argv=None):
             if not sections or set(sections) - set(census.SECTIONS):
                 raise workloads.UsageError("--sections takes a comma-separated subset of %s, not '%s'"
                                            % (",".join(census.SECTIONS), args.sections))
-            return census.main(args.results, args.qemu, sections, quick=args.quick)
+            return census.main(args.results, args.qemu, sections, quick=args.quick, only=args.only)
         if args.cmd == "report":
             return cmd_report(args)
         if args.cmd == "compare":

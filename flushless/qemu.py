@@ -113,3 +113,39 @@ def _bookworm_version(package):
 def _debver(v):
     # Among one series' own builds (7.2+dfsg-7+deb12uN[+bM]) comparing the numbers is enough.
     return [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", v)]
+
+
+# testbed/reproducers/xsave_ts.c: a multiboot kernel asking whether this QEMU raises #NM
+# for XSAVE, XSAVEOPT and XRSTOR while CR0.TS is set (docs/qemu-xsave-ts.md).
+XSAVE_TS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "testbed", "reproducers")
+XSAVE_TS_TIMEOUT = 60
+
+
+def xsave_ts():
+    """{instruction: raised #NM under CR0.TS} on the selected QEMU (TCG, the testbed's CPU)."""
+    from .testbed import CPU
+    tools.require("gcc")
+    tools.require("ld")
+    with tempfile.TemporaryDirectory(prefix="flushless-xsave-ts-") as d:
+        obj, elf = os.path.join(d, "xsave_ts.o"), os.path.join(d, "xsave_ts.elf")
+        capture(["gcc", "-m32", "-O2", "-ffreestanding", "-fno-pic", "-fno-stack-protector", "-nostdlib",
+                 "-Wall", "-Werror", "-c", os.path.join(XSAVE_TS, "xsave_ts.c"), "-o", obj], "compiling the reproducer")
+        capture(["ld", "-m", "elf_i386", "--no-warn-rwx-segments", "-T", os.path.join(XSAVE_TS, "xsave_ts.ld"),
+                 obj, "-o", elf], "linking the reproducer")
+        argv = argv0() + ["-accel", "tcg", "-cpu", CPU, "-kernel", elf, "-display", "none", "-serial", "stdio",
+                          "-device", "isa-debug-exit,iobase=0xf4,iosize=4", "-no-reboot", "-nodefaults"]
+        try:
+            # subprocess.run kills QEMU when the timeout expires.
+            p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               stdin=subprocess.DEVNULL, timeout=XSAVE_TS_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise ToolError("the XSAVE/CR0.TS reproducer did not end within %d s" % XSAVE_TS_TIMEOUT)
+    lines = [x.split() for x in p.stdout.splitlines() if x.startswith("XSAVE-TS ")]
+    result = {x[1]: x[2] == "nm" for x in lines if len(x) == 3 and x[2] in ("nm", "no-nm")}
+    # isa-debug-exit: QEMU's status is (code << 1) | 1; the reproducer's code is 0 or 1 after
+    # a full run, 2 after an unexpected fault, 3 without XSAVE.
+    done = any(x[1:2] == ["done"] for x in lines)
+    if not done or p.returncode not in (1, 3) or not {"pxor", "fxsave", "xsave", "xrstor"} <= set(result):
+        raise ToolError("the XSAVE/CR0.TS reproducer failed (QEMU exit %d):\n%s%s"
+                        % (p.returncode, p.stdout[-2000:], p.stderr[-2000:]))
+    return result

@@ -90,7 +90,7 @@ def run_plan(tb, plan, progress):
                         raise ToolError("Xen's audit found %d violations after %s in %s"
                                         % (rec["invariant_violations"], name, label))
                     out.append({"round": r, "phase": phase, "label": label, "kind": kind, "workload": name,
-                                "guest_boot_attempts": by_label[label].boot_attempts, "rec": rec})
+                                "rec": rec})
 
         # The forks first, tlb_bench's large maps after them, and a last forkbench to see
         # whether those maps left shadow paging slower (README, "Seed 002 on Xen").

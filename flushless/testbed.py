@@ -43,6 +43,12 @@ class BootConfig:
     native: bool = False
     # TCG's vCPU threads: "multi" (one host thread per vCPU) or "single" (round robin).
     tcg_thread: str = "multi"
+    # How Xen switches a PV vCPU's FPU state. "lazy" (Xen's default on AMD CPUs, which TCG's
+    # max CPU is) leaves CR0.TS set and restores on the first #NM; QEMU's TCG raises no #NM
+    # for XSAVE, XSAVEOPT and XRSTOR, so dom0's context switches then save and load another
+    # vCPU's registers and processes die (docs/qemu-xsave-ts.md). "eager" (Xen's default on
+    # Intel) restores at every switch and never sets TS.
+    xen_fpu: str = "eager"
     # QEMU's own record of every DMA the emulated VT-d refused (its vtd_dmar_fault trace
     # event): the device side's view, independent of Xen. Set by Testbed.
     fault_trace: str = None
@@ -50,6 +56,8 @@ class BootConfig:
     def __post_init__(self):
         if self.tcg_thread not in ("multi", "single"):
             raise ToolError("tcg_thread must be multi or single, not '%s'" % self.tcg_thread)
+        if self.xen_fpu not in ("eager", "lazy"):
+            raise ToolError("xen_fpu must be eager or lazy, not '%s'" % self.xen_fpu)
         if self.mode not in ("strict", "relaxed"):
             raise ToolError("mode must be strict or relaxed, not '%s'" % self.mode)
         for f in (self.kernel, self.initramfs) + (() if self.native else (self.xen,)):
@@ -62,7 +70,8 @@ class BootConfig:
         args = ["console=com1", "com1=115200,8n1", "dom0_mem=%s,max:%s" % (self.dom0_mem, self.dom0_mem),
                 "dom0_max_vcpus=%d" % self.smp, "iommu=verbose,on", "dom0-iommu=%s" % self.mode,
                 # TCG's SMAP emulation kills dom0 at about 5.6 s without this (#PF in create_bounce_frame).
-                "smap=0", "loglvl=all", "guest_loglvl=all", "noreboot"]
+                "smap=0", "loglvl=all", "guest_loglvl=all", "noreboot",
+                "spec-ctrl=eager-fpu=%d" % (self.xen_fpu == "eager")]
         return " ".join(args + list(self.xen_args))
 
     def dom0_cmdline(self):

@@ -65,11 +65,6 @@ if ! python3 -c 'import pytest' 2>/dev/null; then
 	echo "install-deps: installing pytest"
 	python3 -m pip install -q pytest || DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-pytest >/dev/null
 fi
-# make test's one rerun of a test that failed of the user-space death under Xen PV (Makefile).
-if ! python3 -c 'import pytest_rerunfailures' 2>/dev/null; then
-	echo "install-deps: installing pytest-rerunfailures"
-	python3 -m pip install -q 'pytest-rerunfailures==14.0'
-fi
 # The report's figures (flushless/report.py).
 if ! python3 -c 'import matplotlib' 2>/dev/null; then
 	echo "install-deps: installing matplotlib"

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from flushless import census, qemu
+from flushless import census, qemu, testbed
 from flushless.progress import ToolError
 
 
@@ -123,6 +123,8 @@ class FakeTestbed:
 
 class FakeCfg:
     icount = False
+    native = False
+    xen_fpu = "eager"
 
 
 @pytest.fixture
@@ -173,3 +175,24 @@ def test_a_failed_domu_keeps_its_dom0_log(tmp_path, fake_testbed, monkeypatch):
     # The stall ended this dom0's creations, and the log it points at exists.
     assert stalled["outcome"] == "stall" and (tmp_path / "census" / stalled["dom0_log"]).exists()
     assert len(c.done("pvh pvh-hap -icount")) == 2
+
+
+def test_lazy_fpu_rows_are_named_so_and_old_rows_were_lazy(tmp_path, fake_testbed):
+    # Rows from before the testbed chose eager FPU switching recorded none: they were lazy.
+    d = tmp_path / "census"
+    d.mkdir()
+    (d / "census.jsonl").write_text(json.dumps({"config": "boot built 2 vCPUs", "outcome": "ok",
+                                                "qemu_version": "10.0.2", "cpu": testbed.CPU}) + "\n" +
+                                    json.dumps({"config": "exec storm Debian kernel, no Xen, TCG single",
+                                                "outcome": "ok", "qemu_version": "10.0.2"}) + "\n")
+    rows = census.load(str(d / "census.jsonl"))
+    assert [r["config"] for r in rows] == ["boot built 2 vCPUs" + census.LAZY,
+                                           "exec storm Debian kernel, no Xen, TCG single"]
+    c = census.Census(str(tmp_path))
+    lazy = FakeCfg()
+    lazy.xen_fpu = "lazy"
+    c.trial("boot built 2 vCPUs", lazy)
+    c.trial("boot built 2 vCPUs", FakeCfg())
+    assert [(r["config"], r["xen_fpu"]) for r in c.rows[2:]] == [("boot built 2 vCPUs" + census.LAZY, "lazy"),
+                                                                 ("boot built 2 vCPUs", "eager")]
+    assert len(c.done("boot built 2 vCPUs" + census.LAZY)) == 2 and len(c.done("boot built 2 vCPUs")) == 1

@@ -30,7 +30,7 @@ def flushless(*args):
     (["reproduce", "--minute-seconds", "2"], "5 to 600"),
     (["reproduce", "--stages", "groups,nosuch"], "subset of groups,timing,network,native"),
     (["reproduce", "--bogus"], "unrecognized arguments"),
-    (["census", "--sections", "boot,nosuch"], "subset of boot,race,console,storm,pvh,passthrough"),
+    (["census", "--sections", "boot,nosuch"], "subset of xsave,boot,race,console,storm,pvh,passthrough"),
     (["census", "--qemu", "6.2"], "invalid choice: '6.2'"),
     (["report", "--results", "/nonexistent/results"], "no results in /nonexistent/results"),
     (["run", "forkbench", "--design", "nosuch"], "invalid choice: 'nosuch'"),

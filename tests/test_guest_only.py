@@ -20,7 +20,7 @@ from flushless import build, designs, measure
 from flushless.build import REPO
 from flushless.progress import ToolError
 from flushless.testbed import BootConfig, Testbed
-from test_ptcache_race import STACK_DEATHS, switch_while_freeing
+from test_ptcache_race import switch_while_freeing
 
 pytestmark = pytest.mark.testbed
 
@@ -41,9 +41,9 @@ def test_guest_only_switching_during_frees(tmp_path):
     res = switch_while_freeing((), tmp_path, dom0_args=GUEST_ONLY.dom0_args)
     print(res)
     assert res["ops"] == "xen-read-only", res
-    # Every loop ran, no more died than the load's known rate allows (test_ptcache_race), nothing
-    # was left in the pools or kept back, and no freed table was found holding entries.
-    assert res["deaths"] <= STACK_DEATHS and not res["other_deaths"], res
+    # Every loop ran and no process died, nothing was left in the pools or kept back, and no
+    # freed table was found holding entries.
+    assert not res["deaths"], res
     assert res["load_ok"] and res["preemptible_frees_slept"] > 0, res
     assert res["rounds_left_pages"] == 0 and res["quarantined"] == 0 and res["unclean"] == 0, res
     assert res["violations"] == 0 and not res["dmesg"], res
@@ -105,4 +105,4 @@ def test_race_finds_read_only_pages_handed_to_any_address_space(tmp_path):
         assert "oops" in str(e), e
         return
     print(res)
-    assert res["deaths"] > STACK_DEATHS or res["dmesg"] or not res["load_ok"] or res["quarantined"], res
+    assert res["deaths"] or res["dmesg"] or not res["load_ok"] or res["quarantined"], res

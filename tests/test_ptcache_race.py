@@ -25,15 +25,10 @@ from flushless.testbed import BootConfig, Testbed
 # reached dom0 cut: Xen drops serial input past its 128-byte ring, console.LINE_MAX now sends
 # long commands in acknowledged pieces).
 #
-# Under this load a freshly exec'd static program now and then dies in its start-up: it reads
-# random bytes where its TLS block holds the locale pointer (__ctype_init), with FS base right.
-# Outside flushless: on QEMU 10 the census's exec storm (docs/census.md) shows the same death,
-# same instruction and registers, on Debian's own kernel with Debian's own unmodified Xen
-# (README, "A user-space death under Xen PV"). So a run may have up to STACK_DEATHS such
-# deaths, each a SIGSEGV (rc 139) counted from the kernel's report: at the rate measured under
-# this load on QEMU 7.2 (5 in 200 rounds; the census's race rows for QEMU 10 are still to run)
-# 10 rounds expect 0.25, and more than 2 has a chance of 0.2 %.
-# Any other death, or a failure no counted death explains, fails the run.
+# Every process of the load must live. A freshly exec'd static program used to die now and then
+# in its start-up, on Debian's own kernel and Xen too: QEMU's TCG raises no #NM for XSAVE and
+# XRSTOR, which Xen's lazy FPU switching relies on (docs/qemu-xsave-ts.md). The testbed boots
+# Xen with eager switching since, and the census's race and storm rows count 0 deaths.
 pytestmark = pytest.mark.testbed
 
 BROKEN = sorted(glob.glob(os.path.join(REPO, "tests", "fixtures", "linux-broken", "*.patch")))
@@ -42,7 +37,6 @@ SMP = 4
 # 10 rounds (25, then 15, on 2026-11-25, cut for make test's budget): the weakest broken shape
 # left pages in 11 of 25 rounds, so 10 rounds miss it with a chance of about 0.3 %.
 ROUNDS = 10
-STACK_DEATHS = 2
 TABLES = ("l1", "l2", "l3", "l4")
 
 # The load (flushless/raceload.py): a fork loop per vCPU and a ptfault loop whose threads lose
@@ -66,9 +60,6 @@ def switch_while_freeing(broken, tmp_path, dom0_args=()):
         assert tb.check("cat %sdelay_us %ssleep_ms" % (params, params)) == ["500", "100"]
         load = raceload.run(tb, SMP, ROUNDS)
         out, fatal = load["out"], load["fatal_signals"]
-        # The known death is a SIGSEGV; any other signal is not excused.
-        deaths = load["deaths_by_signal"].get("11", 0)
-        other_deaths = {k: v for k, v in load["deaths_by_signal"].items() if k != "11"}
         loops, failed = load["loops"], load["load_failures"]
         # Tables in flight (unpinned at exit, freed after the grace period) are marked frames that
         # are no table until they come back and are given back.
@@ -84,17 +75,15 @@ def switch_while_freeing(broken, tmp_path, dom0_args=()):
         audit = measure.parse_stats(tb.check("xenpvsw audit 0"))
         slept, rechecked = (int(v) for v in tb.check("cat %sslept %srechecked" % (params, params)))
         bad = tb.check("dmesg | grep -E 'Bad page|WARNING: CPU|BUG:|Oops|ptcache: could not' || true")
-    # Every round read, but those whose read died; the loops ran (a broken shape may make them
-    # fail). A run may fail only by a counted SIGSEGV (exit status 139), never by SIGKILL or an
-    # error, and no more often than the kernel reported deaths.
-    assert load["rounds_read"] >= ROUNDS - deaths, out
-    load_ok = (all(rc == 128 + 11 for rc in failed) and len(failed) <= deaths
-               and len(loops) == SMP and min(loops) > 0 and load["ptfault_runs"] > 0)
+    # Every round read; the loops ran, and none of their programs failed (a broken shape may
+    # make them fail, or kill one: a table reused too early makes a process read a wrong word).
+    assert load["rounds_read"] == ROUNDS or load["deaths_by_signal"], out
+    load_ok = not failed and len(loops) == SMP and min(loops) > 0 and load["ptfault_runs"] > 0
     return {"load_ok": load_ok, "load_failures": failed,
             "rounds_left_pages": load["rounds_left_pages"], "loops": loops, "ptfault_runs": load["ptfault_runs"],
             "preemptible_frees_slept": slept, "frees_the_recheck_caught": rechecked, "owed": stats["owed"],
             "quarantined": stats["quarantined"], "marked_not_tables": len(marked - tables),
-            "violations": audit["violations"], "dmesg": bad, "deaths": deaths, "other_deaths": other_deaths,
+            "violations": audit["violations"], "dmesg": bad, "deaths": load["deaths_by_signal"],
             "fatal_signals": fatal,
             "unclean": sum(v for k, v in stats.items() if k.endswith("_unclean")), "ops": stats["ops"]}
 
@@ -104,7 +93,7 @@ def test_switching_off_during_frees_leaves_nothing(tmp_path):
     print(res)
     # Every loop ran all along, and the load reached what only the re-check covers: frees from
     # preemptible context that found the cache switched off under the front cache's lock.
-    assert res["deaths"] <= STACK_DEATHS and not res["other_deaths"], res
+    assert not res["deaths"], res
     assert res["load_ok"] and res["preemptible_frees_slept"] > 0 and res["frees_the_recheck_caught"] > 0, res
     assert res["rounds_left_pages"] == 0, res
     assert res["violations"] == 0 and not res["dmesg"], res
@@ -121,4 +110,4 @@ def test_switching_off_finds_the_broken_shapes_race(broken, tmp_path):
     # The same test against each shape it was written to catch: it must fail there.
     res = switch_while_freeing((broken,), tmp_path)
     print(os.path.basename(broken), res)
-    assert res["rounds_left_pages"] > 0 or res["marked_not_tables"] > 0 or res["deaths"] > STACK_DEATHS, res
+    assert res["rounds_left_pages"] > 0 or res["marked_not_tables"] > 0 or res["deaths"], res
