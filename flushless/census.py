@@ -26,9 +26,9 @@ SECTIONS = ("xsave", "boot", "race", "console", "storm", "pvh", "passthrough")
 XSAVE_CONFIG = "emulator: #NM for XSAVE, XSAVEOPT, XRSTOR under CR0.TS"
 # Programs exec'd and forked on every vCPU of Debian's kernel: user-space deaths by Xen build
 # (ours against Debian's own build of the same source, or none: the kernel booted natively),
-# TCG threading, dom0's vCPUs and IOMMU mode. (xen, TCG threads, vCPUs, dom0-iommu mode)
-# With Xen's lazy FPU switching processes die (docs/qemu-xsave-ts.md): the testbed boots Xen
-# eager, and the lazy rows show the cause.
+# TCG threading, dom0's vCPUs and Xen's FPU switching: (xen, TCG threads, vCPUs, dom0-iommu
+# mode, FPU). With lazy switching processes die (docs/qemu-xsave-ts.md): the testbed boots Xen
+# eager, and the lazy rows show the cause. STORM_LOOPS loops run whatever the vCPUs.
 STORMS = (("ours", "multi", 4, "strict", "eager"), ("debian", "multi", 4, "strict", "eager"),
           ("ours", "single", 4, "strict", "eager"), ("debian", "single", 4, "strict", "eager"),
           ("debian", "single", 1, "strict", "eager"), ("none", "single", 4, None, None),
@@ -36,6 +36,7 @@ STORMS = (("ours", "multi", 4, "strict", "eager"), ("debian", "multi", 4, "stric
 # Rows booted with Xen's lazy FPU switching are named so; rows from before the testbed chose
 # eager switching recorded no xen_fpu and were lazy (Xen's default on TCG's AMD CPU model).
 LAZY = ", Xen lazy FPU"
+STORM_LOOPS = 4
 STORM_S_PER_BOOT = 120
 CONSOLE_LINES_PER_BOOT = 20000
 # Known lines printed by dom0 while the study's busy state runs: every byte the console
@@ -232,15 +233,13 @@ class Census:
                 build.DebianXen().path("xen")}
         secs = min(STORM_S_PER_BOOT, self.plan["storm_s"])
 
-        def body(smp):
-            def run(tb):
-                res = raceload.storm(tb, smp, secs)
-                fields = {"seconds": secs, "deaths": res["deaths_by_signal"], "load_failures": res["load_failures"],
-                          "death_lines": res["death_lines"], "loops": res["loops"]}
-                if len(res["loops"]) != smp or not min(res["loops"]):
-                    return "error", "the loops did not run: %s" % res["summary"], fields
-                return ("death" if res["deaths_by_signal"] or res["load_failures"] else "ok"), res["summary"], fields
-            return run
+        def body(tb):
+            res = raceload.storm(tb, STORM_LOOPS, secs)
+            fields = {"seconds": secs, "deaths": res["deaths_by_signal"], "load_failures": res["load_failures"],
+                      "death_lines": res["death_lines"], "loops": res["loops"]}
+            if len(res["loops"]) != STORM_LOOPS or not min(res["loops"]):
+                return "error", "the loops did not run: %s" % res["summary"], fields
+            return ("death" if res["deaths_by_signal"] or res["load_failures"] else "ok"), res["summary"], fields
 
         for xen, thread, smp, mode, fpu in STORMS:
             config = storm_config(xen, thread, smp, mode, fpu)
@@ -251,7 +250,7 @@ class Census:
                            native=xen == "none", mode=mode or "strict", xen_fpu=fpu or "eager")
                 if xen != "none":
                     cfg.xen = xens[xen]
-                self.trial(config, cfg, body(smp), fine=("ok", "death"), xen=xen, tcg_thread=thread, smp=smp,
+                self.trial(config, cfg, body, fine=("ok", "death"), xen=xen, tcg_thread=thread, smp=smp,
                            mode=mode, seconds=0)
 
     def domus(self, kinds, per_boot, check=None):

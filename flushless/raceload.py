@@ -62,7 +62,7 @@ def deaths(tb):
 
 
 def storm(tb, smp, seconds):
-    """Fork and exec loops on every vCPU for SECONDS, no ptcache involved: deaths by signal."""
+    """SMP fork and exec loops for SECONDS, no ptcache involved: deaths by signal."""
     out = tb.check(STORM % {"smp": smp, "seconds": seconds}, timeout=seconds + 300)
     fatal, by_signal, lines = deaths(tb)
     failed = [int(line.split()[1]) for line in out if line.startswith("LOADFAIL ")]
