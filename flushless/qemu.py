@@ -129,7 +129,8 @@ def xsave_ts():
     with tempfile.TemporaryDirectory(prefix="flushless-xsave-ts-") as d:
         obj, elf = os.path.join(d, "xsave_ts.o"), os.path.join(d, "xsave_ts.elf")
         capture(["gcc", "-m32", "-O2", "-ffreestanding", "-fno-pic", "-fno-stack-protector", "-nostdlib",
-                 "-Wall", "-Werror", "-c", os.path.join(XSAVE_TS, "xsave_ts.c"), "-o", obj], "compiling the reproducer")
+                 "-Wall", "-Werror", "-c", os.path.join(XSAVE_TS, "xsave_ts.c"), "-o", obj],
+                "compiling the reproducer")
         capture(["ld", "-m", "elf_i386", "--no-warn-rwx-segments", "-T", os.path.join(XSAVE_TS, "xsave_ts.ld"),
                  obj, "-o", elf], "linking the reproducer")
         argv = argv0() + ["-accel", "tcg", "-cpu", CPU, "-kernel", elf, "-display", "none", "-serial", "stdio",
