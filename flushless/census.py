@@ -494,7 +494,7 @@ def _cell(x, link_prefix):
         text += ", %d lines, %d differ, %d lost" % (x["lines"], x["bad_lines"], x["lost"])
     if x["deaths"]:
         text += ", deaths by signal: %s" % ", ".join("%s: %d" % kv for kv in sorted(x["deaths"].items()))
-    elif x["rounds"]:
+    elif x["rounds"] or x.get("loops"):
         text += ", 0 deaths"
     if bad:
         text += "; " + ", ".join("%s %d" % kv for kv in sorted(bad.items()))
