@@ -225,12 +225,13 @@ class Census:
         while sum(r.get("lines", 0) for r in self.done(config)) < self.plan["console_lines"]:
             self.trial(config, _cfg(parts, smp=2), body, fine=("ok", "corrupt"), lines=0)
 
-    # -- an exec storm on Debian's kernel: which Xen, which TCG threading kills processes? --
+    # -- an exec storm on Debian's kernel: which Xen, TCG threading, FPU switching kills processes? --
     def run_storm(self):
         from . import raceload
         parts = build.Parts("debian").ensure()
-        xens = {"ours": parts.xen.path("xen"), "debian": build.DebianXen().ensure() and
-                build.DebianXen().path("xen")}
+        debian_xen = build.DebianXen()
+        debian_xen.ensure()
+        xens = {"ours": parts.xen.path("xen"), "debian": debian_xen.path("xen")}
         secs = min(STORM_S_PER_BOOT, self.plan["storm_s"])
 
         def body(tb):
