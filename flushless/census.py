@@ -205,12 +205,10 @@ class Census:
                 self.trial(config, _cfg(parts, smp=RACE_SMP, dom0_args=raceload.DOM0_ARGS), body(cache == "on"),
                            fine=("ok", "death"), rounds=0)
 
-    # -- the console under load: do known lines arrive as they were printed? --
+    # -- the console under load: do known lines arrive as they were printed? With Xen's lazy
+    # FPU switching too: the shell that prints them is a user process like any other. --
     def run_console(self):
         parts = build.Parts("built").ensure()
-        config = "console lines under load"
-        if not self.wanted(config):
-            return
         n = min(CONSOLE_LINES_PER_BOOT, self.plan["console_lines"])
 
         def body(tb):
@@ -222,8 +220,12 @@ class Census:
             return ("corrupt" if bad else "ok"), "%d lines, %d differ, %d lost, status %d" % (
                 n, fields["bad_count"], fields["lost"], status), fields
 
-        while sum(r.get("lines", 0) for r in self.done(config)) < self.plan["console_lines"]:
-            self.trial(config, _cfg(parts, smp=2), body, fine=("ok", "corrupt"), lines=0)
+        for fpu in ("eager", "lazy"):
+            config = "console lines under load" + (LAZY if fpu == "lazy" else "")
+            if not self.wanted(config):
+                continue
+            while sum(r.get("lines", 0) for r in self.done(config)) < self.plan["console_lines"]:
+                self.trial(config, _cfg(parts, smp=2, xen_fpu=fpu), body, fine=("ok", "corrupt"), lines=0)
 
     # -- an exec storm on Debian's kernel: which Xen, TCG threading, FPU switching kills processes? --
     def run_storm(self):
@@ -538,7 +540,8 @@ boots to dom0's shell (multi-threaded TCG, and `-icount`, which runs single-thre
 %(boot)d per row; the race tests' load (`flushless/raceload.py`, 4 vCPUs, `init_on_free=1`),
 %(race_rounds)d rounds with the cache switching and %(race_rounds)d with it off, deaths counted
 by signal from the kernel's `print-fatal-signals` report; %(console_lines)d known lines printed
-by dom0 under the study's busy state, each compared byte for byte; %(storm_s)d s of an exec
+by dom0 under the study's busy state, each compared byte for byte, with Xen's eager and with
+its lazy FPU switching; %(storm_s)d s of an exec
 storm (fork and exec loops on every vCPU) on Debian's kernel, against our Xen and against
 Debian's own build of the same Xen source, under single-threaded TCG, with one dom0 vCPU, with
 Xen's lazy FPU switching and without Xen; PVH domUs created under `-icount`, %(pvh)d of each
