@@ -82,9 +82,10 @@ class Census:
                 and row_cpu(r) == testbed.CPU and r["outcome"] != "interrupted"]
 
     def add(self, config, outcome, log_path, **extra):
-        # A good trial's log goes (the rows say what it held); a failure's, or one with findings, stays.
+        # A failure's log stays, or one with findings, and the first of each configuration (each
+        # row of the table links to a log); another good trial's goes (its row says what it held).
         keep_log = extra.pop("keep_log", False)
-        keep = outcome != "ok" or extra.get("findings") or keep_log
+        keep = outcome != "ok" or extra.get("findings") or keep_log or not self.sample(config)
         if log_path:
             trace = log_path + ".vtd-faults"
             if os.path.exists(trace) and not os.path.getsize(trace):
@@ -98,6 +99,10 @@ class Census:
             f.write(json.dumps(row, sort_keys=True) + "\n")
         log("census %s %s #%d: %s %s" % (self.tag, config, len(self.done(config)), outcome, extra.get("what", "")))
         return row
+
+    def sample(self, config):
+        """A kept log of CONFIG on this QEMU (its own, or for a domU its dom0's), if any."""
+        return any(r.get("log") or r.get("dom0_log") for r in self.done(config))
 
     def give_up_after_failures(self, config, fine=("ok",), n=3):
         """N failures in a row: the testbed is broken, not flaky; a census would never end."""
@@ -260,7 +265,7 @@ class Census:
         """A body creating domUs of KINDS in turn on one dom0 until each has its trials, or
         one fails other than by a missing resource0 (dom0 is then booted afresh)."""
         def run(tb):
-            failed, made = False, 0
+            failed, made, keep = False, 0, False
             for _ in range(per_boot):
                 todo = [k for k in kinds if len(self.done(kinds[k])) < self.plan[_plan_key(k)]]
                 for kind in todo:
@@ -268,13 +273,15 @@ class Census:
                     made += 1
                     fine = outcome in ("ok", "missing")
                     failed = failed or not fine
-                    extra = {} if fine else {"dom0_log": os.path.relpath(tb.console_log + ".gz", self.dir)}
+                    # dom0's log holds the domU's boot: kept for a failure and for the first of a kind.
+                    keep = keep or not fine or not self.sample(kinds[kind])
+                    extra = {"dom0_log": os.path.relpath(tb.console_log + ".gz", self.dir)} if keep else {}
                     self.add(kinds[kind], outcome, None, what=what, seconds=secs, **extra)
                     if not fine:
                         return "ok", "dom0 of %d domUs, the last failed" % made, {"keep_log": True}
                 if not todo:
                     break
-            return "ok", "dom0 of %d domUs" % made, {}
+            return "ok", "dom0 of %d domUs" % made, {"keep_log": keep}
         return run
 
     # -- PVH domUs created under -icount, hap=1 and hap=0 --
@@ -462,8 +469,10 @@ def summary(rows, census_dir=None):
             s["logs"].append(r["log"])
             if census_dir and r["outcome"] != "death" and user_deaths_in_log(census_dir, r["log"]):
                 s["killed_in_log"] = s.get("killed_in_log", 0) + 1
-        if r["outcome"] != "ok" and r.get("dom0_log"):
+        elif r["outcome"] != "ok" and r.get("dom0_log"):
             s["logs"].append(r["dom0_log"])
+        elif r.get("log") or r.get("dom0_log"):
+            s.setdefault("good_log", r.get("log") or r.get("dom0_log"))
     return out
 
 
@@ -508,6 +517,8 @@ def _cell(x, link_prefix):
     if x["logs"]:
         text += " (logs: " + ", ".join("[%d](%s%s)" % (i + 1, link_prefix, p)
                                         for i, p in enumerate(sorted(set(x["logs"]))[:5])) + ")"
+    elif x.get("good_log"):
+        text += " ([a log](%s%s))" % (link_prefix, x["good_log"])
     return text
 
 

@@ -34,6 +34,19 @@ def test_rows_are_appended_as_trials_end_and_read_back(tmp_path, fake_qemu):
     assert again.done("boot debian 4 vCPUs") == []
 
 
+def test_each_configuration_keeps_one_good_log_and_the_table_links_it(tmp_path, fake_qemu):
+    c = census.Census(str(tmp_path), census.QUICK)
+    logs = []
+    for n in range(2):
+        logs.append(tmp_path / ("good-%d.log" % n))
+        logs[-1].write_text("(XEN) Xen version 4.20\n")
+        c.add("boot built 2 vCPUs", "ok", str(logs[-1]))
+    rows = c.done("boot built 2 vCPUs")
+    assert rows[0]["log"] == "../good-0.log.gz" and rows[1]["log"] is None and not logs[1].exists()
+    line = next(x for x in census.table(c.rows, link_prefix="").splitlines() if x.startswith("| boot built 2"))
+    assert "2 of 2 ok ([a log](../good-0.log.gz))" in line, line
+
+
 def test_repeated_failures_stop_the_census(tmp_path, fake_qemu):
     c = census.Census(str(tmp_path), census.QUICK)
     for _ in range(2):
