@@ -286,7 +286,7 @@ def cmd_run(args, rest):
                         "guest_boot_seconds": round(guest.boot_seconds, 1)})
         rec.update({"mode": cfg.mode, "caching_mode": args.caching_mode, "kernel": args.kernel,
                     "kernel_release": tb.release, "smp": cfg.smp, "icount": cfg.icount,
-                    "boot_seconds": round(tb.boot_seconds, 1), "console_log": console_log,
+                    "boot_seconds": round(tb.boot_seconds, 1), "boot_attempts": tb.boot_attempts, "console_log": console_log,
                     "xen_version": tb.xen_version, "xen_cmdline": cfg.xen_cmdline(),
                     "dom0_cmdline": cfg.dom0_cmdline(),
                     "versions": parts.versions(),

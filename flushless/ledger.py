@@ -90,8 +90,9 @@ def _files(results):
 
 
 def _newest(directory, since):
-    # Console logs; not QEMU's fault traces beside them.
-    logs = [p for p in glob.glob(os.path.join(directory, "*.log")) if os.path.getmtime(p) >= since]
+    # Console logs, and those kept after a stalled boot; not QEMU's fault traces beside them.
+    logs = [p for p in glob.glob(os.path.join(directory, "*.log")) + glob.glob(os.path.join(directory, "*.log.stalled"))
+            if os.path.getmtime(p) >= since]
     return max(logs, key=os.path.getmtime) if logs else None
 
 

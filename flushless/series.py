@@ -52,8 +52,8 @@ class _Boot(Testbed):
     about 10 % from run to run (libraries straddling a 2 MiB boundary or not), which would
     drown every comparison here."""
 
-    def start(self):
-        super().start()
+    def start(self, attempts=2):
+        super().start(attempts)
         measure.Session(self).set_aslr(False)
 
 

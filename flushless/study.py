@@ -443,7 +443,7 @@ class Study:
         cfg = tb.cfg
         self.boots[name] = {"mode": cfg.mode, "xen_cmdline": cfg.xen_cmdline(), "dom0_cmdline": cfg.dom0_cmdline(),
                             "qemu_argv": cfg.qemu_argv(), "boot_seconds": round(tb.boot_seconds, 1),
-                            "kernel_release": tb.release}
+                            "boot_attempts": tb.boot_attempts, "kernel_release": tb.release}
 
     def meta(self, parts, **extra):
         p = self.profile
