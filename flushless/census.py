@@ -126,10 +126,12 @@ class Census:
         return os.path.relpath(dest, self.dir)
 
     def log_path(self, config):
-        """A name no row of this QEMU uses yet (a trial killed hard leaves no row, and its log is
-        overwritten)."""
+        """A name no kept log uses yet (rows named before the FPU was in the name share their
+        stem with today's; a trial killed hard leaves no row, and its log is overwritten)."""
         stem = os.path.join(self.logs, re.sub(r"[^A-Za-z0-9.-]", "_", config))
         n = sum(1 for r in self.rows if r["qemu_version"] == self.q["qemu_version"] and r["config"] == config)
+        while os.path.exists("%s-%d.log.gz" % (stem, n)):
+            n += 1
         return "%s-%d.log" % (stem, n)
 
     def run(self, sections=SECTIONS):
@@ -569,8 +571,10 @@ Debian's kernel under single-threaded TCG, against our Xen and against Debian's 
 the same Xen source, with Xen's lazy FPU switching, with one dom0 vCPU, and without Xen (rows
 under multi-threaded TCG are from before the cause was found); PVH domUs created under
 `-icount`, %(pvh)d of each paging mode, each running a fork loop; PV domUs with edu passed
-through, %(passthrough)d, each checked for its BAR's `resource0`. The table shows what has been counted so far; a cell says "not run" where
-nothing has.
+through, %(passthrough)d, each checked for its BAR's `resource0`. The table shows what has
+been counted so far; a cell says "not run" where nothing has. Most rows of 2026-11-27 were
+counted while other emulations shared the host's 2 cores (a `make reproduce`, the other QEMU's
+census); a census meant to compare rates runs alone.
 
 What each kind of failure is, as far as it is located (the counts are in the table below):
 
@@ -595,6 +599,13 @@ What each kind of failure is, as far as it is located (the counts are in the tab
   20,000 lines missing in two runs of about 6,500, then nothing more from the machine, with
   other emulations running; the trials beside it on the same QEMU carried all their lines.
   Not located.
+- **`hang` in a PVH domU under `-icount`**: the domU's only vCPU spins in
+  `queued_spin_lock_slowpath` on `jiffies_lock` with interrupts off (Xen's `d` dump in the kept
+  log); the `error` beside it is the same domU kind dying of `Oops: stack guard page` after
+  Xen's callback was taken at `error_entry+0x10`, where interrupts are off. Both fit an
+  interrupt delivered while the domU's IF is clear; not yet located between Xen's SVM
+  interrupt injection and QEMU's SVM emulation (README, "Open: a PVH domU under `-icount`
+  can hang").
 - **QEMU 7.2's stale int3**: its multi-threaded TCG could run a stale translation of patched
   kernel text (fixed in QEMU 8.1, deba78709ae8); the history is in `docs/history.md`.
 

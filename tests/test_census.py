@@ -47,6 +47,15 @@ def test_each_configuration_keeps_one_good_log_and_the_table_links_it(tmp_path, 
     assert "2 of 2 ok ([a log](../good-0.log.gz))" in line, line
 
 
+def test_a_new_trial_never_overwrites_a_kept_log(tmp_path, fake_qemu):
+    # Rows named before the FPU was in the name read back under a new name, and their logs
+    # keep the old stem: a new configuration's first log must not take their file.
+    c = census.Census(str(tmp_path), census.QUICK)
+    old = c.log_path("exec storm x") + ".gz"
+    open(old, "wb").close()
+    assert c.log_path("exec storm x") != old[:-3] and c.log_path("exec storm x").endswith("-1.log")
+
+
 def test_repeated_failures_stop_the_census(tmp_path, fake_qemu):
     c = census.Census(str(tmp_path), census.QUICK)
     for _ in range(2):
