@@ -399,7 +399,7 @@ def create_once(tb, kind, check=None):
         first = str(e).splitlines()[0]
         outcome, what = ("hang" if "no end of" in first else "error"), "in the domU: %s" % first
         if outcome == "hang":
-            tb._xen_debug_keys()  # every CPU's registers and stack, into dom0's kept log
+            tb.xen_debug_keys()  # every CPU's registers and stack, into dom0's kept log
     finally:
         g.stop()
     return outcome, what, secs

@@ -207,7 +207,7 @@ class Testbed:
             self._wait_boot()
         except ConsoleTimeout as e:
             if not self.cfg.native:
-                self._xen_debug_keys()
+                self.xen_debug_keys()
             self.stop()
             raise _BootStalled(e)
         except ConsoleError as e:
@@ -220,7 +220,7 @@ class Testbed:
         self.boot_seconds = time.monotonic() - t0
         log("dom0 shell up after %.1f s (%s)" % (self.boot_seconds, self.release))
 
-    def _xen_debug_keys(self):
+    def xen_debug_keys(self):
         """Xen's view of a stalled boot, into the console log: every CPU's registers and stack
         ('d'), dom0's vCPUs ('0'), the domains and their event channels ('q', 'e')."""
         try:
