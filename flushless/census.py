@@ -279,8 +279,9 @@ class Census:
                     made += 1
                     fine = outcome in ("ok", "missing")
                     failed = failed or not fine
-                    # dom0's log holds the domU's boot: kept for a failure and for the first of a kind.
-                    keep = keep or not fine or not self.sample(kinds[kind])
+                    # dom0's log holds the domU's boot: kept for every outcome but ok (a missing
+                    # resource0 too, though dom0 goes on) and for the first of a kind.
+                    keep = keep or outcome != "ok" or not self.sample(kinds[kind])
                     extra = {"dom0_log": os.path.relpath(tb.console_log + ".gz", self.dir)} if keep else {}
                     self.add(kinds[kind], outcome, None, what=what, seconds=secs, **extra)
                     if not fine:
