@@ -573,9 +573,12 @@ the same Xen source, with Xen's lazy FPU switching, with one dom0 vCPU, and with
 under multi-threaded TCG are from before the cause was found); PVH domUs created under
 `-icount`, %(pvh)d of each paging mode, each running a fork loop; PV domUs with edu passed
 through, %(passthrough)d, each checked for its BAR's `resource0`. The table shows what has
-been counted so far; a cell says "not run" where nothing has. Most rows of 2026-11-27 were
-counted while other emulations shared the host's 2 cores (a `make reproduce`, the other QEMU's
-census); a census meant to compare rates runs alone.
+been counted so far; a cell says "not run" where nothing has. Most QEMU 10 rows of 2026-11-27
+were counted while other emulations shared the host's 2 cores (a `make reproduce`, the other
+QEMU's census). QEMU 7.2's column was counted alone from 04:54 UTC that day, but for its first
+eight boots (beside other emulations: the three stalls of the built kernel at 2 vCPUs) and the
+boots from 05:01 to 05:50, beside a kernel compile at idle priority (`SCHED_IDLE`): the stalls
+of Debian's kernel are from then. A census meant to compare rates runs alone.
 
 What each kind of failure is, as far as it is located (the counts are in the table below):
 
@@ -593,8 +596,10 @@ What each kind of failure is, as far as it is located (the counts are in the tab
 - **`stall` in `XENMEM_exchange`**: dom0 stops 1.5 s into its boot, while setting up swiotlb,
   its vCPU runnable and both of Xen's CPUs idle (Xen's `d`, `0` and `q` keys, in the kept
   log). The serial input of those keys revived it 3 times of 4: a wake-up lost between Xen's
-  idle loop and the emulated CPUs. Seen on both QEMUs, each time with other emulations sharing
-  the host's 2 cores; a stall in the console rows is this one too. The testbed boots a stalled
+  idle loop and the emulated CPUs. Seen on both QEMUs, each time with other emulations or a
+  compile sharing the host's 2 cores; a stall in the console rows is this one too, and so is
+  one of Debian's kernel on QEMU 7.2 that stopped earlier, at 0.9 s (after `percpu:`), its
+  vCPU current on a CPU Xen shows idle, revived by the same keys. The testbed boots a stalled
   boot once more, visibly (README, "Boot failures").
 - **A console trial that lost lines and fell silent** (`error` in the console rows): 13,000 of
   20,000 lines missing in two runs of about 6,500, then nothing more from the machine, with
@@ -606,7 +611,13 @@ What each kind of failure is, as far as it is located (the counts are in the tab
   Xen's callback was taken at `error_entry+0x10`, where interrupts are off. Both fit an
   interrupt delivered while the domU's IF is clear; not yet located between Xen's SVM
   interrupt injection and QEMU's SVM emulation (README, "Open: a PVH domU under `-icount`
-  can hang").
+  can hang"). QEMU 7.2 shows it too, so it is not new in QEMU 10: there the vCPU spun in
+  `ktime_get_update_offsets_now` with RFLAGS 0x2, a timekeeping seqcount read looping on a
+  write its own CPU never finished.
+- **`missing` resource0 in a PV domU with edu passed through**: pcifront lists the device, but
+  not its BAR's `resource0`, so nothing in the domU can map it. QEMU 7.2 only (1 in 20 here,
+  4 in 10 in an earlier count); none in 20 on QEMU 10, which the testbed runs. Not located
+  further.
 - **QEMU 7.2's stale int3**: its multi-threaded TCG could run a stale translation of patched
   kernel text (fixed in QEMU 8.1, deba78709ae8); the history is in `docs/history.md`.
 
