@@ -12,7 +12,7 @@ import re
 import shlex
 import time
 
-from . import measure
+from . import findings, measure
 from .progress import ToolError, log
 
 KINDS = ("dom0", "pv-passthrough", "pvh-hap", "pvh-shadow")
@@ -20,7 +20,7 @@ NAME = "flushless-domu"
 # Linux 6.12.107 lets a domU's user space make no hypercall through privcmd (only to a device
 # model's target domain); the testbed's tools in the domU (xenpvsw) need to, and Xen still
 # applies the domU's own rights to every call.
-DOMU_ARGS = ("xen_privcmd.unrestricted=1",)
+DOMU_ARGS = ("xen_privcmd.unrestricted=1", "log_buf_len=4M")
 MEM_MB = 512
 BOOT_TIMEOUT = 660
 
@@ -91,6 +91,10 @@ class Guest:
     def stop(self):
         if self.domid is None:
             return
+        # The domU's kernel log, before it goes: its findings fail the testbed's owner.
+        status, lines = self.run(findings.dmesg_command(), timeout=120)
+        found = findings.kernel_lines(lines) if status == 0 else ["its kernel log could not be read (%d)" % status]
+        self.tb.guest_findings += ["domU %s: %s" % (self.kind, x) for x in found]
         try:
             self.tb.run("xl destroy %s" % self.name, timeout=120)
         except ToolError as e:

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import time
 
-from . import qemu, tools
+from . import findings, qemu, tools
 from .console import Console, ConsoleError, ConsoleTimeout
 from .progress import ToolError, log
 
@@ -20,6 +20,8 @@ from .progress import ToolError, log
 # an MSR, which under -icount aborts QEMU ("Bad icount read": the clock is read outside an I/O
 # instruction). The xAPIC's MMIO is what every boot used on QEMU 7.2.
 CPU = "max,x2apic=off"
+# A kernel log that holds a whole run (Debian's 128 KiB could lose an early warning).
+LOG_BUF = "log_buf_len=4M"
 BOOT_TIMEOUT = 180  # seconds; a normal boot reaches the shell in 10-30 s, under -icount slower
 
 
@@ -76,15 +78,17 @@ class BootConfig:
 
     def dom0_cmdline(self):
         # Full boot messages, so that a stalled boot shows where it stopped; init lowers
-        # the console level before the shell starts (testbed/guest/init).
-        return " ".join(["console=hvc0", "earlyprintk=xen", "nokaslr", "loglevel=7"] + list(self.dom0_args))
+        # the console level before the shell starts (testbed/guest/init). The log keeps the
+        # whole run for the findings read at its end (flushless/findings.py).
+        return " ".join(["console=hvc0", "earlyprintk=xen", "nokaslr", "loglevel=7", LOG_BUF]
+                        + list(self.dom0_args))
 
     def accel(self):
         # QEMU's default is one thread per vCPU, and one thread for all under -icount.
         return "tcg" if self.tcg_thread == "multi" else "tcg,thread=single"
 
     def native_cmdline(self):
-        return " ".join(["console=ttyS0", "nokaslr", "loglevel=7"] + list(self.dom0_args))
+        return " ".join(["console=ttyS0", "nokaslr", "loglevel=7", LOG_BUF] + list(self.dom0_args))
 
     def qemu_argv(self):
         if self.native:
@@ -149,6 +153,9 @@ class Testbed:
         self.release = None
         self.boot_info = {}
         self.xen_version = None
+        # What the logs may hold on purpose (allow_findings), and what the domUs' logs held.
+        self.allowed = []
+        self.guest_findings = []
         if cfg.fault_trace is None:
             cfg.fault_trace = console_log + ".vtd-faults"
 
@@ -156,9 +163,33 @@ class Testbed:
         self.start()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *exc):
+        """Stop; after a boot that went well, fail if its logs show anything wrong."""
+        found = self.findings() if exc_type is None else []
         self.stop()
+        if found:
+            raise ToolError("testbed: the logs show what went wrong (console log %s):\n%s"
+                            % (self.console_log, "\n".join("    " + x for x in found)))
         return False
+
+    def allow_findings(self, *patterns):
+        """Lines this boot prints on purpose (the faults a test provokes): not findings."""
+        self.allowed.extend(patterns)
+
+    def findings(self):
+        """dom0's kernel log and Xen's lines (flushless/findings.py), and what each domU's
+        kernel log held when it was stopped: what went wrong though nothing crashed."""
+        lines = []
+        if self.proc is not None and self.proc.poll() is None and not self.console.closed:
+            try:
+                status, out = self.run(findings.dmesg_command(), timeout=120)
+                lines += ["dom0: " + x for x in findings.kernel_lines(out)]
+            except ToolError as e:
+                lines.append("dom0: its kernel log could not be read: %s" % str(e).splitlines()[0])
+        if getattr(self, "_log", None):
+            self._log.flush()
+        lines += findings.console_lines(self.console_log) + self.guest_findings
+        return findings.unexpected(lines, self.allowed)
 
     def start(self, attempts=2):
         """Boot; a boot that stalls (no panic, just silence) is tried once more, its console log

@@ -169,3 +169,21 @@ def test_second_start_refuses_while_qemu_runs(tmp_path):
     finally:
         tb.proc.kill()
         tb.proc.wait()
+
+
+def test_a_kernel_warning_or_a_xen_error_fails_the_boot_that_logged_it(built_parts, tmp_path):
+    # Injected through /dev/kmsg: the console shows none of it (dmesg -n 1), and the command
+    # that logged it succeeded; only the logs read when the boot ends hold it.
+    with pytest.raises(ToolError) as e:
+        with Testbed(config(built_parts), str(tmp_path / "console.log")) as tb:
+            tb.check("echo '<4>WARNING: CPU: 0 PID: 1 at injected_by_the_test+0x0/0x0' > /dev/kmsg")
+    assert "dom0: " in str(e.value) and "WARNING: CPU: 0 PID: 1 at injected_by_the_test" in str(e.value), e.value
+    assert tb.proc is None
+    # The same boot with the line allowed passes; a Xen error line in the console log fails it.
+    with Testbed(config(built_parts), str(tmp_path / "allowed.log")) as tb:
+        tb.allow_findings("injected_by_the_test")
+        tb.check("echo '<4>WARNING: CPU: 0 PID: 1 at injected_by_the_test+0x0/0x0' > /dev/kmsg")
+    # dom0 prints what Xen's ASSERT() would: the line reaches the console log as Xen's does.
+    with pytest.raises(ToolError, match=r"\(XEN\) Assertion 'injected' failed"):
+        with Testbed(config(built_parts), str(tmp_path / "xen.log")) as tb:
+            tb.check("echo \"(XEN) Assertion 'injected' failed at mm.c:1\"")

@@ -1,0 +1,58 @@
+"""The findings read from a boot's logs when it ends (flushless/findings.py): each kind of
+line is found, the harmless ones are not, a test's own provoked faults can be allowed."""
+
+import re
+import subprocess
+
+from flushless import findings
+
+CONSOLE = """\
+(XEN) Xen version 4.20.3 (Debian 4.20.3+127-1) debug=n
+[    2.174332] PCI: Using host bridge windows from ACPI; if necessary, use "pci=nocrs" and report a bug
+(XEN) Assertion 'page_get_owner(pg) == d' failed at arch/x86/mm.c:3012
+(XEN) [VT-D]DMAR:[DMA Read] Request device [0000:00:03.0] fault addr 7f2000
+(XEN) d1: IOTLB flush of 16 marked pages failed: -5
+(XEN) mm.c:1234:d0v1 Bad type (saw 1000000000000002 != exp 2000000000000000) for mfn 1234
+domU| [   12.3] WARNING: CPU: 0 PID: 77 at mm/page_alloc.c:4567 __alloc_pages+0x1/0x2
+domU| ptcache: switched on
+@@FL-E3-12345 0@@
+"""
+
+DMESG = """\
+[    0.000000] Linux version 6.12.107
+[    4.684104] RAS: Correctable Errors collector initialized.
+[   20.1] BUG: Bad page state in process forkbench  pfn:1a2b3
+[   21.0] rcu: INFO: rcu_sched self-detected stall on CPU
+[   22.0] watchdog: BUG: soft lockup - CPU#1 stuck for 22s! [churn:99]
+[   23.0] hello[120]: segfault at 8 ip 0000000000401000 sp 00007ffc error 4 in hello
+[   24.0] list_add corruption. prev->next should be next
+"""
+
+
+def test_console_lines_find_xens_errors_and_the_domus_warnings(tmp_path):
+    log = tmp_path / "console.log"
+    log.write_text(CONSOLE)
+    found = findings.console_lines(str(log))
+    assert found == [
+        "(XEN) Assertion 'page_get_owner(pg) == d' failed at arch/x86/mm.c:3012",
+        "(XEN) [VT-D]DMAR:[DMA Read] Request device [0000:00:03.0] fault addr 7f2000",
+        "(XEN) d1: IOTLB flush of 16 marked pages failed: -5",
+        "domU| [   12.3] WARNING: CPU: 0 PID: 77 at mm/page_alloc.c:4567 __alloc_pages+0x1/0x2",
+    ], found
+    # A provoked DMA fault can be allowed; nothing else goes with it.
+    left = findings.unexpected(found, [findings.DMA_FAULT])
+    assert len(left) == 3 and not any("DMAR" in x for x in left)
+
+
+def test_kernel_lines_find_bad_pages_stalls_lockups_deaths_and_corruption():
+    found = findings.kernel_lines(DMESG.splitlines())
+    assert [x.split("] ", 1)[1][:12] for x in found] == [
+        "BUG: Bad pag", "rcu: INFO: r", "watchdog: BU", "hello[120]: ", "list_add cor"], found
+
+
+def test_the_dmesg_command_greps_what_python_matches(tmp_path):
+    """The pattern goes to grep -E in the guest: it must select the same lines there."""
+    (tmp_path / "dmesg").write_text(DMESG)
+    cmd = findings.dmesg_command().replace("dmesg |", "cat %s |" % (tmp_path / "dmesg"))
+    out = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out == [x for x in DMESG.splitlines() if re.search(findings.KERNEL, x)] and len(out) == 5, out
