@@ -278,7 +278,10 @@ def cmd_run(args, rest):
             guest, session = None, measure.Session(tb)
         session.configure_ptcache(settings)
         session.set_aslr(args.aslr == "on")
-        rec = session.run(w.name, wargs)
+        try:
+            rec, failures = session.run(w.name, wargs), []
+        except measure.VerdictError as e:
+            rec, failures = e.rec, [str(e)]
         rec.update({"aslr": args.aslr, "cache": args.cache, "ptcache_settings": settings, "design": args.design,
                     "guest": args.guest})
         if guest:
@@ -292,10 +295,18 @@ def cmd_run(args, rest):
                     "versions": parts.versions(),
                     "timing": "guest wall clock under TCG%s" % (" -icount (1 ns per instruction)" if cfg.icount else
                                                                   " (emulation time: compare within one boot)")})
+        if guest:
+            guest.stop()  # its kernel log is read as it goes
+        rec["findings"] = tb.take_findings()
+        if rec["findings"]:
+            failures.append("the logs show what went wrong:\n" + "\n".join("    " + x for x in rec["findings"]))
+        rec["failures"] = failures
     if args.json:
         print(json.dumps(rec, indent=2, sort_keys=True))
     else:
         print_table(rec)
+    if failures:
+        raise ToolError("%s failed (console log %s): %s" % (w.name, console_log, "; ".join(failures)))
     return 0
 
 

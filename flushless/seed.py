@@ -14,7 +14,6 @@ import dataclasses
 import re
 
 from . import build, guests, workloads
-from .progress import ToolError
 from .testbed import BootConfig
 
 # (label, guest kind): the lab's EPT=1 and EPT=0 (QEMU TCG offers AMD's nested paging).
@@ -86,9 +85,6 @@ def run_plan(tb, plan, progress):
                 for label, kind in order:
                     progress("%s %d/%d: %s in %s" % (phase, r + 1, plan.rounds, name, label))
                     rec = guests.GuestSession(tb, by_label[label]).run(name, argv, timeout=RUN_TIMEOUT)
-                    if rec.get("invariant_violations"):
-                        raise ToolError("Xen's audit found %d violations after %s in %s"
-                                        % (rec["invariant_violations"], name, label))
                     out.append({"round": r, "phase": phase, "label": label, "kind": kind, "workload": name,
                                 "rec": rec})
 

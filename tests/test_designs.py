@@ -54,8 +54,9 @@ def test_xen_only_swrace_with_the_window_widened(tmp_path):
 @pytest.mark.skipif(not os.environ.get("FLUSHLESS_RACE_FIXTURES"),
                     reason="a Xen build and a boot for a broken shape: FLUSHLESS_RACE_FIXTURES=1")
 def test_swrace_finds_the_broken_batched_pin(tmp_path):
-    rec = swrace(XEN_ONLY.xen_series() + BROKEN, tmp_path, 2000)
-    assert rec["bad_states"] > 0, rec["result"]
+    with pytest.raises(measure.VerdictError, match="bad state") as e:
+        swrace(XEN_ONLY.xen_series() + BROKEN, tmp_path, 2000)
+    assert e.value.rec["bad_states"] > 0, e.value.rec["result"]
 
 
 def test_xen_only_counts_and_dmasweep(tmp_path):

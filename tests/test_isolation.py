@@ -69,9 +69,11 @@ def test_swrace_no_bad_state_with_the_window_widened(tmp_path):
 
 
 def test_swrace_finds_the_old_designs_race(tmp_path):
-    # The same test against the design it was written to catch: it must fail there.
-    rec = swrace(build.Parts("debian", xen_series=OLD_DESIGN).ensure(), tmp_path, DELAY)
-    assert rec["bad_states"] > 0, rec["result"]
+    # The same test against the design it was written to catch: it must fail there, and the
+    # run with it (swrace exits 3, flushless raises on the record).
+    with pytest.raises(measure.VerdictError, match="bad state") as e:
+        swrace(build.Parts("debian", xen_series=OLD_DESIGN).ensure(), tmp_path, DELAY)
+    assert e.value.rec["bad_states"] > 0, e.value.rec["result"]
 
 
 def iotlbrace(parts, tmp_path):
@@ -95,8 +97,9 @@ def test_iotlbrace_no_page_table_read_through_a_stale_iotlb(tmp_path):
 
 def test_iotlbrace_finds_the_broken_shared_flush(tmp_path):
     # The same test where the batch lets its pages go before the flush: it must fail there.
-    rec = iotlbrace(build.Parts("debian", xen_series=build.patches("xen") + SHARED_FLUSH_BROKEN).ensure(),
-                    tmp_path)
+    with pytest.raises(measure.VerdictError, match="read a page table") as e:
+        iotlbrace(build.Parts("debian", xen_series=build.patches("xen") + SHARED_FLUSH_BROKEN).ensure(), tmp_path)
+    rec = e.value.rec
     assert rec["pinned_in_window"] >= 5 and rec["bad_reads"] > 0, rec["result"]
 
 

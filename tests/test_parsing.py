@@ -57,6 +57,30 @@ def test_figures_rejects_failed_program_and_missing_counters():
         measure.split_sections(["@@counters-before", "@@output", "@@status 0"])
 
 
+def test_a_checks_bad_verdict_is_a_record_that_fails_the_run():
+    from flushless.progress import ToolError
+    swrace = ["row op=mark ok=9 busy=0 einval=0 other=0",
+              "result ops=9 time_us=5 rounds=10 bad_states=2 frames=64 threads=2"]
+    # swrace exits 3 after its result line: the record is built (a test of a broken shape
+    # reads it), and what it found is a failure.
+    lines = measure_output(BEFORE, AFTER, swrace)[:-1] + ["@@audit", "violations 0", "@@status %d" % measure.FOUND]
+    rec = measure.figures("swrace", [], lines)
+    assert rec["bad_states"] == 2
+    assert measure.bad_verdicts(rec) == ["swrace ended 2 rounds in a bad state"]
+    # Status 3 from any other program is an error, as every non-zero status.
+    with pytest.raises(ToolError, match="exited 3"):
+        measure.figures("forkbench", [], measure_output(BEFORE, AFTER, ["result ops=1 time_us=1"], status=3))
+    # Xen's audit: violations fail, a missing audit fails unless the Xen has none.
+    clean = measure.figures("forkbench", [], measure_output(BEFORE, AFTER, ["result ops=1 time_us=1"]))
+    assert measure.bad_verdicts(clean) == ["Xen's audit was unavailable (xenpvsw audit failed)"]
+    assert measure.bad_verdicts(clean, audit=False) == []
+    assert measure.bad_verdicts(dict(clean, invariant_violations=3)) == [
+        "Xen's audit found 3 frames against the IOMMU invariant"]
+    sweep = dict(clean, workload="dmasweep", invariant_violations=0, control_read_ok=True,
+                 pagetable_frames_readable=1, pagetable_readable_list=["0x1234"], writable_frames_faulted=0)
+    assert measure.bad_verdicts(sweep) == ["the device read 1 page-table frames (0x1234)"]
+
+
 def test_parse_output_rows_and_result():
     result, rows = workloads.parse_output([
         "row size_kb=4 ops=20 fork_us=100.500 min_us=90.000",

@@ -29,6 +29,8 @@
  * outside_window=O bad_reads=B after_faulted=A": a pin counts as in the window
  * only if its hypercall ran wholly inside A's (host scheduling can delay
  * either thread), and bad_reads counts reads of F while it was a page table.
+ * Exits 3 when the device read F as a page table (the result line printed
+ * first), 1 on an error.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -248,5 +250,5 @@ int main(int argc, char **argv)
 	       "refused_in_window=%lu outside_window=%lu bad_reads=%lu after_faulted=%lu "
 	       "wait_ms=%lu\n", rounds, (unsigned long long)t0, rounds, warm_ok, pinned_in_window,
 	       refused_in_window, outside_window, bad_reads, after_faulted, wait_ms);
-	return 0;
+	return bad_reads ? 3 : 0;
 }

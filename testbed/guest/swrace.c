@@ -37,7 +37,8 @@
  * is not writable or is marked, in our IOMMU) or a frame that left us and is
  * still in our IOMMU is a bad state.  Prints one "row op=..." line per
  * operation (how often it succeeded, was refused as busy, ...) and
- * "result ops=N time_us=T rounds=R bad_states=B ...".
+ * "result ops=N time_us=T rounds=R bad_states=B ...".  Exits 3 when a round
+ * ended in a bad state (the result line printed first), 1 on an error.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -413,5 +414,5 @@ int main(int argc, char **argv)
 	       "ops_per_round=%u populate_failed=%lu pinned_after_giveback=%lu\n", ops,
 	       (unsigned long long)t0, rounds, bad_states, nframes, nthreads, ops_per_round, leaked,
 	       released);
-	return 0;
+	return bad_states ? 3 : 0;
 }
