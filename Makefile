@@ -16,7 +16,7 @@ build: deps
 # reproduce end to end), within about 15 minutes warm. Builds first, outside pytest, so a
 # cold build (about 15 minutes) shows its progress.
 test: build
-	$(PYTHON) -m pytest -v -p no:cacheprovider --durations=15 -m "not slow" tests
+	$(PYTHON) -m pytest -v -p no:cacheprovider --durations=30 -m "not slow" tests
 
 # Everything, the slow tests too.
 test-all: build

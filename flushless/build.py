@@ -58,6 +58,9 @@ LINUX_SOURCE_DEBIAN = debian.Wanted.debs([LINUX_SOURCE_DEB], TRIXIE, series="6.1
 LINUX_IMAGE_DEBIAN = debian.Wanted([LINUX_IMAGE], LINUX_VERSION, "6.12", TRIXIE, recorded=[LINUX_IMAGE_DEB],
                                    patterns={LINUX_IMAGE: r"linux-image-6\.12\.\d+\+deb13-amd64"})
 LINUX_CONFIG = os.path.join(REPO, "testbed", "linux", "flushless.config")
+# Where safety is tested: the checks a maintainer switches on (the series' VM_WARN_ONs among them).
+LINUX_DEBUG_CONFIG = os.path.join(REPO, "testbed", "linux", "debug.config")
+XEN_DEBUG_CONFIG = ["CONFIG_DEBUG=y"]
 # Debian's own build of our Xen's source version, unpatched: the census boots it to tell a flaw
 # of our build (patches/xen, testbed/xen, our config) from one of Xen or the emulator. No signed
 # index lists this version any more; the sum was recorded at first download (2026-11-26).
@@ -153,6 +156,12 @@ def patches(kind):
     return file_list("patches/%s/*.patch" % kind)
 
 
+# The race tests' broken shapes that every make test runs (tests/fixtures): their debug kernels
+# are built with the rest.
+DEFAULT_RACE_FIXTURES = ("linux-broken/no-recheck.patch",
+                         "linux-broken-guest-only/0001-BROKEN-ptcache-serves-read-only-pages-to-every-addre.patch")
+
+
 def testbed_linux_series(broken=()):
     """The series, BROKEN fixtures if any, then the testbed-only patches (testbed/linux): a
     free's window widened, and ops that declare nothing when booted without Xen."""
@@ -244,7 +253,7 @@ def apply_patches(tree, series, logfile, label, source=None):
     for p in series:
         log("%s: applying %s" % (label, os.path.basename(p)))
         try:
-            run_logged(["patch", "-p1", "--forward", "--batch", "-i", p], logfile, "%s: patch %s"
+            run_logged(["patch", "-p1", "--forward", "--batch", "--fuzz=0", "-i", p], logfile, "%s: patch %s"
                        % (label, os.path.basename(p)), cwd=tree)
         except ToolError as e:
             if source is None:
@@ -299,6 +308,8 @@ class Xen(Part):
     def __init__(self, series=None, config=None):
         self.series = patches("xen") if series is None else series
         self.config = XEN_CONFIG + list(config or [])
+        if "CONFIG_DEBUG=y" in self.config:
+            self.name = "xen-debug"
 
     def testbed_patches(self):
         return file_list(os.path.relpath(os.path.join(XEN_TESTBED_PATCHES, "*.patch"), REPO))
@@ -435,14 +446,18 @@ class DebianKernel(Kernel):
 class BuiltKernel(Kernel):
     """Debian 13's linux-source-6.12 with patches/linux/ applied, x86_64_defconfig +
     xen.config + our fragment. vanilla=True: the same source and config without the series
-    (CONFIG_PTCACHE does not exist there), so that "off = stock" compares like with like."""
+    (CONFIG_PTCACHE does not exist there), so that "off = stock" compares like with like.
+    debug=True: the debug fragment (testbed/linux/debug.config) merged on top."""
 
     name = "linux-built"
 
-    def __init__(self, series=None, jobs=None, vanilla=False):
+    def __init__(self, series=None, jobs=None, vanilla=False, debug=False):
         if vanilla:
             self.name = "linux-vanilla"
             series = []
+        self.fragments = [LINUX_CONFIG] + ([LINUX_DEBUG_CONFIG] if debug else [])
+        if debug:
+            self.name += "-debug"
         self.series = patches("linux") if series is None else series
         self.jobs = jobs or nproc()
         # A prefix of the series (or none) does not offer every option of the fragment
@@ -456,8 +471,8 @@ class BuiltKernel(Kernel):
         return resolved_inputs(self)
 
     def pinned_inputs(self):
-        return ([("linux-source", self.version()), ("gcc", gcc_version()), ("file:config", LINUX_CONFIG)]
-                + [("file:patch", p) for p in self.series])
+        return ([("linux-source", self.version()), ("gcc", gcc_version())]
+                + [("file:config", f) for f in self.fragments] + [("file:patch", p) for p in self.series])
 
     def build(self, out):
         tools.require("dpkg-deb", "gcc", "make", "flex", "bison", "bc", "patch", "xz")
@@ -484,14 +499,16 @@ class BuiltKernel(Kernel):
         run_logged(make + ["x86_64_defconfig"], logfile, "linux: defconfig", env=env)
         run_logged(make + ["xen.config"], logfile, "linux: xen.config", env=env)
         run_logged([os.path.join(tree, "scripts", "kconfig", "merge_config.sh"), "-m", "-O", tree,
-                    os.path.join(tree, ".config"), LINUX_CONFIG], logfile, "linux: config fragment", cwd=tree, env=env)
+                    os.path.join(tree, ".config")] + self.fragments, logfile, "linux: config fragments", cwd=tree,
+                   env=env)
         run_logged(make + ["olddefconfig"], logfile, "linux: olddefconfig", env=env)
-        try:
-            check_fragment(os.path.join(tree, ".config"), LINUX_CONFIG)
-        except ToolError as e:
-            if not self.partial:
-                raise
-            log("%s (expected for the first %d patches)" % (e, len(self.series)))
+        for fragment in self.fragments:
+            try:
+                check_fragment(os.path.join(tree, ".config"), fragment)
+            except ToolError as e:
+                if not self.partial:
+                    raise
+                log("%s (expected for the first %d patches)" % (e, len(self.series)))
         log("linux: compiling bzImage with %d jobs (10-15 min cold, about 1 min from ccache)" % self.jobs)
         run_logged(make + ["-j%d" % self.jobs, "bzImage"], logfile, "linux: build", env=env,
                    count=r"^\s+CC\s")
@@ -681,11 +698,11 @@ class GuestBundle(Part):
         return {"bytes": os.path.getsize(os.path.join(out, "initramfs.cpio.gz"))}
 
 
-def kernel_part(which, linux_series=None):
+def kernel_part(which, linux_series=None, debug=False):
     if which == "debian":
         return DebianKernel()
     if which == "built":
-        return BuiltKernel(series=linux_series)
+        return BuiltKernel(series=linux_series, debug=debug)
     if which == "vanilla":
         return BuiltKernel(vanilla=True)
     raise ToolError("unknown kernel '%s' (debian, built or vanilla)" % which)
@@ -694,9 +711,11 @@ def kernel_part(which, linux_series=None):
 class Parts:
     """The set of parts one testbed boot needs."""
 
-    def __init__(self, kernel="debian", xen_series=None, linux_series=None, guest=False):
-        self.xen = Xen(series=xen_series)
-        self.kernel = kernel_part(kernel, linux_series)
+    def __init__(self, kernel="debian", xen_series=None, linux_series=None, guest=False, debug=False):
+        """DEBUG: Xen with its ASSERTs, and the built kernel (not Debian's) with
+        testbed/linux/debug.config."""
+        self.xen = Xen(series=xen_series, config=XEN_DEBUG_CONFIG if debug else None)
+        self.kernel = kernel_part(kernel, linux_series, debug and kernel == "built")
         self.busybox = Busybox()
         self.initramfs = Initramfs(self.kernel, self.xen, self.busybox)
         # A boot with a domU: dom0 gets the toolstack and the domU's files as well.

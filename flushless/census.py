@@ -20,9 +20,11 @@ from . import testbed
 from .testbed import BootConfig, Testbed, _BootStalled
 
 # Trials per configuration (issue 21's plan) and a quick one for trying the census out.
-PLAN = {"boot": 30, "race_rounds": 200, "pvh": 50, "passthrough": 20, "console_lines": 100000, "storm_s": 600}
-QUICK = {"boot": 2, "race_rounds": 10, "pvh": 2, "passthrough": 2, "console_lines": 5000, "storm_s": 60}
-SECTIONS = ("xsave", "boot", "race", "console", "storm", "pvh", "passthrough")
+PLAN = {"boot": 30, "race_rounds": 200, "pvh": 50, "passthrough": 20, "console_lines": 100000, "storm_s": 600,
+        "fixtures": 4}
+QUICK = {"boot": 2, "race_rounds": 10, "pvh": 2, "passthrough": 2, "console_lines": 5000, "storm_s": 60,
+         "fixtures": 1}
+SECTIONS = ("xsave", "boot", "race", "console", "storm", "pvh", "passthrough", "fixtures")
 XSAVE_CONFIG = "emulator: #NM for XSAVE, XSAVEOPT, XRSTOR under CR0.TS"
 # Programs exec'd and forked on every vCPU of Debian's kernel: user-space deaths by Xen build
 # (ours against Debian's own build of the same source, or none: the kernel booted natively),
@@ -59,6 +61,18 @@ PVH_PER_BOOT = 10
 PVH_WORK = "forkbench --n 200 --warmup 20 >/dev/null"
 PVH_WORK_S = 300
 PASSTHROUGH_PER_BOOT = 5
+# The race tests' broken shapes (tests/fixtures), booted as make test boots them: the debug
+# variant, the load's command line, FIXTURE_ROUNDS rounds on RACE_SMP vCPUs. A boot catches
+# a shape when a round leaves pages in the pools, dom0 crashes, or its logs hold a finding;
+# the tests also count marked frames that are no table at the end, so these rates are lower
+# bounds on theirs. patches/linux alone is the control: it must catch nothing.
+FIXTURE_ROUNDS = 10
+FIXTURES = (("patches/linux", (), ()),
+            ("no-recheck", ("tests/fixtures/linux-broken/no-recheck.patch",), ()),
+            ("no-recheck-no-grace-period", ("tests/fixtures/linux-broken/no-recheck-no-grace-period.patch",), ()),
+            ("guest-only read-only to every address space",
+             ("tests/fixtures/linux-broken-guest-only/0001-BROKEN-ptcache-serves-read-only-pages-to-every-addre.patch",),
+             ("xen_ptcache=readonly",)))
 
 
 class Census:
@@ -300,6 +314,21 @@ class Census:
             cfg = _cfg(parts, guest=True, mode="relaxed", icount=True, boot_timeout=2 * BootConfig.boot_timeout)
             self.trial("pvh dom0", cfg, self.domus(kinds, PVH_PER_BOOT))
 
+    # -- the race tests' broken shapes: how often 10 rounds catch each --
+    def run_fixtures(self):
+        from . import raceload
+        for name, broken, args in FIXTURES:
+            config = fixture_config(name)
+            if not self.wanted(config):
+                continue
+            series = build.testbed_linux_series(tuple(os.path.join(build.REPO, p) for p in broken))
+            parts = build.Parts("built", linux_series=series, debug=True).ensure()
+            while len(self.done(config)) < self.plan["fixtures"]:
+                # The control must catch nothing: three in a row that do stop the census.
+                fine = ("ok",) if not broken else ("ok", "caught", "crash")
+                self.trial(config, _cfg(parts, smp=RACE_SMP, dom0_args=raceload.DOM0_ARGS + args), fixture_trial,
+                           fine=fine, rounds=0)
+
     # -- PV domU with edu passed through: is the BAR's resource0 there? --
     def run_passthrough(self):
         parts = build.Parts("built", guest=True).ensure()
@@ -308,6 +337,24 @@ class Census:
         while self.wanted(config) and len(self.done(config)) < self.plan["passthrough"]:
             self.trial("passthrough dom0", _cfg(parts, guest=True, mode="relaxed"),
                        self.domus(kinds, PASSTHROUGH_PER_BOOT, check=RESOURCE0))
+
+
+def fixture_config(name):
+    return "broken shape %s, %d rounds" % (name, FIXTURE_ROUNDS)
+
+
+def fixture_trial(tb):
+    """One boot of the race load against a shape: (caught | ok, what, fields)."""
+    from . import raceload
+    res = raceload.run(tb, RACE_SMP, FIXTURE_ROUNDS)
+    found = tb.take_findings()
+    fields = {"rounds": res["rounds_read"], "rounds_left_pages": res["rounds_left_pages"],
+              "deaths": res["deaths_by_signal"], "load_failures": res["load_failures"], "findings": found[:10]}
+    # What the tests take as caught (tests/test_ptcache_race.py, caught()); a load failure or
+    # an unread round is recorded, not counted.
+    caught = res["rounds_left_pages"] or found
+    return ("caught" if caught else "ok"), "%d of %d rounds left pages, %d findings; %s" % (
+        res["rounds_left_pages"], FIXTURE_ROUNDS, len(found), res["summary"]), fields
 
 
 def storm_config(xen, thread, smp, mode, fpu):
@@ -471,6 +518,8 @@ def summary(rows, census_dir=None):
         s["trials"] += 1
         s["outcomes"][r["outcome"]] = s["outcomes"].get(r["outcome"], 0) + 1
         s["rounds"] += r.get("rounds", 0)
+        if "rounds_left_pages" in r:
+            s["rounds_left_pages"] = s.get("rounds_left_pages", 0) + r["rounds_left_pages"]
         s["lines"] = s.get("lines", 0) + r.get("lines", 0)
         s["bad_lines"] = s.get("bad_lines", 0) + r.get("bad_count", len(r.get("bad_lines", [])))
         s["lost"] = s.get("lost", 0) + r.get("lost", 0)
@@ -514,6 +563,8 @@ def _cell(x, link_prefix):
     text = "%d of %d ok" % (x["outcomes"].get("ok", 0), x["trials"])
     if x["rounds"]:
         text += ", %d rounds" % x["rounds"]
+    if "rounds_left_pages" in x:
+        text += " (%d left pages)" % x["rounds_left_pages"]
     if x.get("loops"):
         # A storm loop forks and execs 20 programs and forks 20 more: deaths per exec compare.
         text += ", %d s, %d loops" % (x["seconds"], x["loops"])
@@ -539,7 +590,7 @@ def _cell(x, link_prefix):
 
 def _config_order(c):
     for i, prefix in enumerate(("emulator", "boot ", "race ", "console ", "exec storm", "pvh ", "pv-passthrough",
-                                "passthrough dom0")):
+                                "passthrough dom0", "broken shape patches", "broken shape")):
         if c.startswith(prefix):
             return (i, c)
     return (9, c)
@@ -572,7 +623,11 @@ Debian's kernel under single-threaded TCG, against our Xen and against Debian's 
 the same Xen source, with Xen's lazy FPU switching, with one dom0 vCPU, and without Xen (rows
 under multi-threaded TCG are from before the cause was found); PVH domUs created under
 `-icount`, %(pvh)d of each paging mode, each running a fork loop; PV domUs with edu passed
-through, %(passthrough)d, each checked for its BAR's `resource0`. The table shows what has
+through, %(passthrough)d, each checked for its BAR's `resource0`; the race tests' broken
+shapes (`tests/fixtures`) and `patches/linux` as their control, %(fixtures)d boots of 10 rounds
+each, booted as `make test` boots them (the debug variant): a boot catches a shape when a round
+leaves pages in the pools, dom0 crashes or its logs hold a finding (the tests count marked
+frames that are no table too, so a rate here is a lower bound on theirs). The table shows what has
 been counted so far; a cell says "not run" where nothing has. Most QEMU 10 rows of 2026-11-27
 were counted while other emulations shared the host's 2 cores (a `make reproduce`, the other
 QEMU's census). QEMU 7.2's column was counted alone from 04:54 UTC that day, but for its first

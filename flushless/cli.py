@@ -240,6 +240,20 @@ def cmd_build(args):
     kinds = ("debian", "built") if args.kernel == "all" else (args.kernel,)
     for kind in kinds:
         parts = build.Parts(kind).ensure()
+        if args.kernel == "all":
+            # The debug variants the safety tests boot (make test): Xen's, and the race tests'
+            # kernels with the testbed's widened windows, the series and the broken shapes that
+            # run by default. Built here, their progress shows; in a test it would not.
+            if kind == "debian":
+                build.Parts(kind, debug=True).ensure()
+            if kind == "built":
+                for broken in ((),) + tuple((os.path.join(build.REPO, "tests", "fixtures", f),)
+                                            for f in build.DEFAULT_RACE_FIXTURES):
+                    build.Parts(kind, linux_series=build.testbed_linux_series(broken), debug=True).ensure()
+                # The PTE-mode tests' (release, the testbed's patches) and off is stock's
+                # reference (tests/test_offstock.py).
+                build.Parts(kind, linux_series=build.testbed_linux_series()).ensure()
+                build.Parts("vanilla").ensure()
         for name, info in parts.versions().items():
             log("%s: %s" % (name, {k: v for k, v in info.items() if k not in ("key", "inputs")}))
     if args.each_patch:

@@ -55,3 +55,27 @@ def verdict(lines, faults):
         "sweep_first_frame": lo,
         "sweep_last_frame": hi,
     }
+
+
+def against_audit(rec, audit, kernel_tables=None, max_unstable=0.1):
+    """What is off in a sweep REC against Xen's audit summary AUDIT (`xenpvsw audit DOMID`,
+    read just after): every page table the audit lists was read as one (within 20 %: tables
+    come and go during the sweep), and at most MAX_UNSTABLE of the frames read changed kind while
+    it ran (they are left out of the verdict). KERNEL_TABLES, the kernel's own count of its
+    page-table pages (PageTables in /proc/meminfo, 4 KiB each): Xen's kinds are no check of
+    themselves; the frames the device must not read can be no fewer than the tables the kernel
+    knows of."""
+    bad = []
+    if kernel_tables is not None and rec["pagetable_frames"] < 0.8 * kernel_tables:
+        bad.append("%d frames read as page tables, but the kernel counts %d page-table pages"
+                   % (rec["pagetable_frames"], kernel_tables))
+    tables = audit["page_tables"]
+    faulting = tables + audit["seg_desc"] + audit["no_type"] + audit["marked"]
+    if not 0.8 * tables <= rec["pagetable_frames"] <= 1.2 * faulting:
+        bad.append("%d frames read as page tables, against %d page tables (%d frames that must fault) in "
+                   "Xen's audit" % (rec["pagetable_frames"], tables, faulting))
+    # Of the frames read (rec["frames"] counts those left in the verdict).
+    unstable, read = rec["result"]["unstable"], rec["result"]["frames"]
+    if unstable > max_unstable * read:
+        bad.append("%d of %d frames read changed kind during the sweep" % (unstable, read))
+    return bad

@@ -15,42 +15,72 @@ import re
 # For grep -E in the guest as well as for Python's re: no Python-only syntax.
 KERNEL = (r"WARNING:|BUG:|Oops|Bad page|kernel BUG|soft lockup|hard LOCKUP|rcu: INFO|self-detected stall"
           r"|blocked for more than|general protection fault|list_(add|del) corruption|UBSAN:|refcount_t:"
-          r"|page dumped because|ptcache: could not|potentially unexpected fatal signal|segfault at |traps: ")
-XEN = (r"\(XEN\).*(Assertion '|Xen BUG at|Xen WARN at|FATAL|Panic on CPU|DMAR:\[|\[VT-D\].*[Ff]ault"
-       r"|is in the IOMMU|IOTLB flush of .* failed)")
+          r"|page dumped because|ptcache: could not|potentially unexpected fatal signal|segfault at |traps: "
+          r"|could not pin a PGD from ptcache|Xen took a mark but not its removal|Out of memory: Killed process"
+          r"|page allocation failure")
+XEN = (r"^\(XEN\).*(Assertion '|Xen BUG at|Xen WARN at|FATAL|Panic on CPU|DMAR:\[|\[VT-D\].*\b[Ff]ault\b"
+       r"|is in the IOMMU|IOTLB flush of .* failed|domain_crash called from)")
+# Lines of every boot whose cause is located outside the project, and shown harmless.
+KNOWN = [
+    # Xen's debug build, once at boot: QEMU's TCG CPU reports a compressed XSAVE size in
+    # CPUID 0xd.1 EBX but offers no XSAVEC; Xen's check_new_xstate() WARN()s on that
+    # (xen/arch/x86/xstate.c, 4.20), and uses no compressed format.
+    r"^\(XEN\) Xen WARN at arch/x86/xstate\.c:769$",
+]
 # What Xen prints of a DMA the IOMMU refused: dmasweep and iotlbrace provoke them, and check
 # each against QEMU's own trace of the device (flushless/dmasweep.py, iotlbrace.c).
 DMA_FAULT = r"\[VT-D\]DMAR:"
 # Lines quoted from a domU's console (testbed/guest/guestboot, guestrun).
 QUOTED = "domU| "
 MAX = 40
+# Lines the guest prints before the allowed ones are taken out: room for many allowed ones.
+READ_MAX = 1000
 _KERNEL = re.compile(KERNEL)
 _XEN = re.compile(XEN)
 
 
+# The dmesg command's first line: how many lines the log held (0: it was not read).
+READ = "@@dmesg-lines "
+
+
 def dmesg_command():
-    """The shell command that prints a kernel's findings, at most MAX lines."""
-    return "dmesg | grep -E '%s' | head -n %d; true" % (KERNEL, MAX)
+    """The shell command that prints how many lines the kernel's log holds, then its
+    findings, at most READ_MAX lines."""
+    return ("dmesg >/tmp/dmesg.all; echo \"%s$(grep -c . /tmp/dmesg.all)\"; grep -E '%s' /tmp/dmesg.all | head -n %d; "
+            "rm -f /tmp/dmesg.all; true" % (READ, KERNEL, READ_MAX))
 
 
 def kernel_lines(lines):
+    """The findings in the dmesg command's output; one saying so if the log was not read."""
+    read = [line for line in lines if line.startswith(READ)]
+    if not read or not read[0][len(READ):].strip().isdigit() or not int(read[0][len(READ):]):
+        return ["its kernel log could not be read: %s" % " | ".join(lines[-3:])]
     return [line.strip() for line in lines if _KERNEL.search(line)]
 
 
-def console_lines(path):
-    """Xen's findings in a console log, and the kernel findings of the domU lines it quotes."""
+def console_lines(path, allow_spans=()):
+    """Xen's findings in a console log, and the kernel findings of the domU lines it quotes;
+    less those that match a pattern of ALLOW_SPANS [(pattern, start, end)] between those byte
+    offsets of the log (the run that provoked them; end None: to the end)."""
+    spans = [(re.compile(p), start, end) for p, start, end in allow_spans]
     out = []
     try:
-        with open(path, errors="replace") as f:
-            for line in f:
-                if _XEN.search(line) or (line.startswith(QUOTED) and _KERNEL.search(line)):
-                    out.append(line.strip())
-    except OSError:
-        pass
+        with open(path, "rb") as f:
+            pos = 0
+            for raw in f:
+                line = raw.decode(errors="replace")
+                at, pos = pos, pos + len(raw)
+                if not (_XEN.search(line) or (line.startswith(QUOTED) and _KERNEL.search(line))):
+                    continue
+                if any(p.search(line) and start <= at and (end is None or at < end) for p, start, end in spans):
+                    continue
+                out.append(line.strip())
+    except OSError as e:
+        out.append("the console log could not be read: %s" % e)
     return out
 
 
 def unexpected(lines, allow=()):
-    """LINES less those matching one of the ALLOW patterns, at most MAX."""
-    pats = [re.compile(p) for p in allow]
+    """LINES less those matching one of the ALLOW patterns or a KNOWN one, at most MAX."""
+    pats = [re.compile(p) for p in list(allow) + KNOWN]
     return [x[:240] for x in lines if not any(p.search(x) for p in pats)][:MAX]

@@ -6,6 +6,7 @@ Every QEMU started here is ended here: on success, on error, on Ctrl-C or SIGTER
 
 import ctypes
 import dataclasses
+import math
 import os
 import re
 import signal
@@ -13,7 +14,7 @@ import subprocess
 import time
 
 from . import findings, qemu, tools
-from .console import Console, ConsoleError, ConsoleTimeout
+from .console import Console, ConsoleCrash, ConsoleError, ConsoleTimeout
 from .progress import ToolError, log
 
 # QEMU 10's TCG offers x2APIC (QEMU 7.2's did not), and Xen then reads the APIC timer through
@@ -22,6 +23,11 @@ from .progress import ToolError, log
 CPU = "max,x2apic=off"
 # A kernel log that holds a whole run (Debian's 128 KiB could lose an early warning).
 LOG_BUF = "log_buf_len=4M"
+# Every boot this process made and every one retried after a stall: a retry is never silent
+# (tests/conftest.py prints them and fails past what STALL_RATE explains).
+BOOTS = {"boots": 0, "retried": []}
+# Stalls per boot, the census's (docs/census.md, QEMU 10): 1 in 153 boots.
+STALL_RATE = 1 / 153
 BOOT_TIMEOUT = 180  # seconds; a normal boot reaches the shell in 10-30 s, under -icount slower
 
 
@@ -129,6 +135,27 @@ class _Terminated(KeyboardInterrupt):
     """SIGTERM: unwinds like Ctrl-C, so every QEMU is stopped on the way out."""
 
 
+class Crashed(ToolError):
+    """The machine crashed under a command: a panic or an oops on its console."""
+
+
+class Found(ToolError):
+    """A boot ended well, but its logs hold findings (flushless/findings.py)."""
+
+
+def retries_explained(boots, rate=STALL_RATE, p=0.01):
+    """The most retries BOOTS boots need with probability 1 - P when each stalls at RATE
+    (Poisson): more is a regression, not the testbed's known stall."""
+    mean = boots * rate
+    k, term = 0, math.exp(-mean)
+    below = term
+    while 1 - below > p:
+        k += 1
+        term *= mean / k
+        below += term
+    return k
+
+
 class _BootStalled(Exception):
     def __init__(self, error):
         super().__init__(str(error))
@@ -153,8 +180,10 @@ class Testbed:
         self.release = None
         self.boot_info = {}
         self.xen_version = None
-        # What the logs may hold on purpose (allow_findings), and what the domUs' logs held.
+        # What the logs may hold on purpose (allow_findings, allow_in_console), and what the
+        # domUs' logs held.
         self.allowed = []
+        self.allowed_spans = []
         self.guest_findings = []
         self.findings_taken = False
         if cfg.fault_trace is None:
@@ -166,36 +195,67 @@ class Testbed:
 
     def __exit__(self, exc_type, *exc):
         """Stop; after a boot that went well, fail if its logs show anything wrong (unless
-        take_findings() handed them to the caller)."""
-        found = self.findings() if exc_type is None and not self.findings_taken else []
-        self.stop()
+        take_findings() handed them to the caller). After a failure, what the logs hold is
+        logged beside it (its cause, often: a lockup, a warning)."""
+        found = []
+        try:
+            if exc_type is None:
+                found = [] if self.findings_taken else self.findings()
+            elif not issubclass(exc_type, KeyboardInterrupt):
+                try:
+                    also = self.findings(timeout=30)
+                except Exception as e:  # the failure in flight is the one to raise
+                    also = ["(the logs could not be read: %s)" % e]
+                if also:
+                    log("testbed: the logs also show (console log %s):\n%s"
+                        % (self.console_log, "\n".join("    " + x for x in also)))
+        finally:
+            self.stop()
         if found:
-            raise ToolError("testbed: the logs show what went wrong (console log %s):\n%s"
-                            % (self.console_log, "\n".join("    " + x for x in found)))
+            raise Found("testbed: the logs show what went wrong (console log %s):\n%s"
+                        % (self.console_log, "\n".join("    " + x for x in found)))
         return False
 
     def allow_findings(self, *patterns):
-        """Lines this boot prints on purpose (the faults a test provokes): not findings."""
+        """Lines this boot prints on purpose (a test's injected line): not findings."""
         self.allowed.extend(patterns)
+
+    def console_size(self):
+        if getattr(self, "_log", None):
+            self._log.flush()
+        try:
+            return os.path.getsize(self.console_log)
+        except OSError:
+            return 0
+
+    def allow_in_console(self, pattern, start, end=None):
+        """Xen lines matching PATTERN between those console log offsets (a run that provokes
+        them, as dmasweep and iotlbrace provoke DMA faults; END None: until
+        end_console_spans()): not findings."""
+        self.allowed_spans.append((pattern, start, end))
+
+    def end_console_spans(self, at):
+        """Open spans of allow_in_console() end at AT (the next run starts there)."""
+        self.allowed_spans = [(p, s, at if e is None else e) for p, s, e in self.allowed_spans]
 
     def take_findings(self):
         """findings(), which the caller then reports: the boot's end no longer raises them."""
         self.findings_taken = True
         return self.findings()
 
-    def findings(self):
+    def findings(self, timeout=120):
         """dom0's kernel log and Xen's lines (flushless/findings.py), and what each domU's
         kernel log held when it was stopped: what went wrong though nothing crashed."""
         lines = []
         if self.proc is not None and self.proc.poll() is None and not self.console.closed:
             try:
-                status, out = self.run(findings.dmesg_command(), timeout=120)
+                status, out = self.run(findings.dmesg_command(), timeout=timeout)
                 lines += ["dom0: " + x for x in findings.kernel_lines(out)]
             except ToolError as e:
                 lines.append("dom0: its kernel log could not be read: %s" % str(e).splitlines()[0])
         if getattr(self, "_log", None):
             self._log.flush()
-        lines += findings.console_lines(self.console_log) + self.guest_findings
+        lines += findings.console_lines(self.console_log, self.allowed_spans) + self.guest_findings
         return findings.unexpected(lines, self.allowed)
 
     def start(self, attempts=2):
@@ -207,6 +267,7 @@ class Testbed:
         self.boot_attempts = 0
         while True:
             self.boot_attempts += 1
+            BOOTS["boots"] += 1
             try:
                 return self._start_once()
             except _BootStalled as e:
@@ -215,6 +276,7 @@ class Testbed:
                 log("boot stalled (%s); console log kept in %s.stalled; booting again"
                     % (e.error.what, self.console_log))
                 os.replace(self.console_log, self.console_log + ".stalled")
+                BOOTS["retried"].append(self.console_log + ".stalled")
 
     def _start_once(self):
         if self.proc is not None and self.proc.poll() is None:
@@ -325,7 +387,7 @@ class Testbed:
         except ConsoleError as e:
             err = self._qemu_stderr()
             msg = "testbed: '%s' failed: %s%s" % (command, e, ("\n  QEMU said: " + err) if err else "")
-            raise ToolError(msg)
+            raise (Crashed if isinstance(e, ConsoleCrash) else ToolError)(msg)
 
     def check(self, command, timeout=600):
         status, lines = self.run(command, timeout)

@@ -3,3 +3,28 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+
+def _boots():
+    from flushless import testbed
+    boots, retried = testbed.BOOTS["boots"], testbed.BOOTS["retried"]
+    return boots, retried, testbed.retries_explained(boots) if boots else 0
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """More boots retried after a stall than the census's stall rate explains fail the run."""
+    boots, retried, allowed = _boots()
+    if len(retried) > allowed:
+        session.exitstatus = 1
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Every boot retried after a stall is listed, never silent."""
+    boots, retried, allowed = _boots()
+    if not boots:
+        return
+    bad = len(retried) > allowed
+    terminalreporter.write_line("testbed: %d boots, %d retried after a stall (the census's stall rate explains up "
+                                "to %d)%s" % (boots, len(retried), allowed, ": FAILED" if bad else ""),
+                                red=bad, yellow=bool(retried) and not bad)
+    for path in retried:
+        terminalreporter.write_line("    stalled, booted again: " + path)

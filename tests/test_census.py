@@ -231,3 +231,25 @@ def test_lazy_fpu_rows_are_named_so_and_old_rows_were_lazy(tmp_path, fake_testbe
     assert [(r["config"], r["xen_fpu"]) for r in c.rows[2:]] == [("boot built 2 vCPUs" + census.LAZY, "lazy"),
                                                                  ("boot built 2 vCPUs", "eager")]
     assert len(c.done("boot built 2 vCPUs" + census.LAZY)) == 2 and len(c.done("boot built 2 vCPUs")) == 1
+
+
+def test_a_broken_shape_is_caught_by_left_pages_or_a_finding_and_counted(tmp_path, fake_testbed, monkeypatch):
+    from flushless import build, raceload
+    monkeypatch.setattr(build, "Parts", lambda *a, **k: type("P", (), {"ensure": lambda self: self})())
+    monkeypatch.setattr(census, "_cfg", lambda parts, **kw: FakeCfg())
+    # Per boot: rounds that left pages, findings. The control catches nothing.
+    boots = iter([(3, []), (0, ["dom0: BUG: Bad page state in process forkbench"]), (0, [])])
+    state = {}
+
+    def run(tb, smp, rounds, switch=True):
+        state["left"], state["found"] = next(boots)
+        return {"rounds_read": rounds, "rounds_left_pages": state["left"], "deaths_by_signal": {},
+                "load_failures": [], "death_lines": [], "summary": "s"}
+    monkeypatch.setattr(raceload, "run", run)
+    fake_testbed.take_findings = lambda self: state["found"]
+    c = census.Census(str(tmp_path), dict(census.QUICK, fixtures=3), only="no-recheck,")
+    c.run_fixtures()
+    rows = c.done(census.fixture_config("no-recheck"))
+    assert [r["outcome"] for r in rows] == ["caught", "caught", "ok"], rows
+    cell = census.table(c.rows, link_prefix="").splitlines()[-1]
+    assert "1 of 3 ok, 30 rounds (3 left pages)" in cell and "caught 2" in cell, cell

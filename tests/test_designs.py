@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from flushless import build, designs, measure
+from flushless import build, designs, dmasweep, measure
 from flushless.build import REPO
 from flushless.testbed import BootConfig, Testbed
 
@@ -59,6 +59,9 @@ def test_swrace_finds_the_broken_batched_pin(tmp_path):
     assert e.value.rec["bad_states"] > 0, e.value.rec["result"]
 
 
+# Counts of an alternative design, not of the series: make reproduce's designs stage measures
+# the same and stops on a failed isolation verdict; make test-all runs this one (39 s).
+@pytest.mark.slow
 def test_xen_only_counts_and_dmasweep(tmp_path):
     # One -icount boot (edu's DMA timer then costs no host time), 2 vCPUs, ASLR off.
     parts = XEN_ONLY.parts().ensure()
@@ -81,5 +84,5 @@ def test_xen_only_counts_and_dmasweep(tmp_path):
     assert 1.9 <= fork["pin_batch_flush"] <= 2.5, fork
     assert fork["pin_batch_unmap"] >= 4, fork
     assert fork["pin_batch_flush"] < fork["qi_iotlb_inv"] <= 0.75 * STOCK_FORK_EXIT, fork
-    assert sweep["control_read_ok"] and sweep["pagetable_frames"] > 50, sweep
+    assert sweep["control_read_ok"] and not dmasweep.against_audit(sweep, sweep["audit"]), sweep
     assert sweep["pagetable_frames_readable"] == 0 and sweep["writable_frames_faulted"] == 0, sweep

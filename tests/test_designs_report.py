@@ -6,8 +6,11 @@ import json
 import os
 import shutil
 
+import pytest
+
 from evaluation import hwmodel
 from flushless import designs, report
+from flushless.progress import ToolError
 from flushless.build import REPO
 
 FIXTURE = os.path.join(REPO, "tests", "fixtures", "designs-quick.json")
@@ -18,8 +21,10 @@ def test_isolation_verdict_names_what_passed():
            "dmasweep": {"control_read_ok": True, "pagetable_frames": 780, "pagetable_frames_readable": 0,
                         "writable_frames_faulted": 0}, "invariant_violations": 0}
     assert designs.isolation_verdict(row) == "swrace 1000 rounds, dmasweep 780 tables unreadable, audit"
-    assert designs.isolation_verdict(dict(row, swrace={"rounds": 1000, "bad_states": 3},
-                                          invariant_violations=1)) == "dmasweep 780 tables unreadable"
+    # A strict row that did not show all three stops the stage, with what it did show.
+    with pytest.raises(ToolError, match="isolation not shown .passed only: dmasweep 780 tables unreadable"):
+        designs.isolation_verdict(dict(row, design="paper", swrace={"rounds": 1000, "bad_states": 3},
+                                       invariant_violations=1))
     assert designs.isolation_verdict({"mode": "relaxed"}) == "none: no DMA protection"
 
 

@@ -55,3 +55,17 @@ def test_bad_xen_args_are_refused(arg):
 
 def test_empty_xen_series_is_refused(tmp_path):
     assert cli.main(["run", "forkbench", "--xen-series", str(tmp_path)]) == 2
+
+
+def test_a_sweep_that_missed_the_tables_the_audit_lists_is_flagged():
+    audit = {"page_tables": 800, "seg_desc": 2, "no_type": 10, "marked": 0}
+    good = {"pagetable_frames": 790, "frames": 1500, "result": {"unstable": 12, "frames": 1500}}
+    assert dmasweep.against_audit(good, audit) == []
+    # A kernel whose tables Xen filed as writable: the sweep expects them readable.
+    misfiled = dict(good, pagetable_frames=60)
+    assert "60 frames read as page tables, against 800" in dmasweep.against_audit(misfiled, audit)[0]
+    # The kernel knows of more tables than the device was refused.
+    assert "the kernel counts 1000 page-table pages" in dmasweep.against_audit(good, audit, kernel_tables=1000)[0]
+    assert dmasweep.against_audit(good, audit, kernel_tables=300) == []
+    churned = dict(good, result={"unstable": 400, "frames": 1500})
+    assert "400 of 1500 frames read changed kind" in dmasweep.against_audit(churned, audit)[0]

@@ -42,17 +42,37 @@ def test_console_lines_find_xens_errors_and_the_domus_warnings(tmp_path):
     # A provoked DMA fault can be allowed; nothing else goes with it.
     left = findings.unexpected(found, [findings.DMA_FAULT])
     assert len(left) == 3 and not any("DMAR" in x for x in left)
+    # In the console log, only between the offsets of the run that provoked it.
+    at = CONSOLE.index("(XEN) [VT-D]DMAR:")
+    assert not any("DMAR" in x for x in findings.console_lines(str(log), [(findings.DMA_FAULT, at, at + 1)]))
+    assert any("DMAR" in x for x in findings.console_lines(str(log), [(findings.DMA_FAULT, 0, at)]))
+    assert any("DMAR" in x for x in findings.console_lines(str(log), [(findings.DMA_FAULT, at + 1, None)]))
 
 
 def test_kernel_lines_find_bad_pages_stalls_lockups_deaths_and_corruption():
-    found = findings.kernel_lines(DMESG.splitlines())
+    found = findings.kernel_lines([findings.READ + "7"] + DMESG.splitlines())
     assert [x.split("] ", 1)[1][:12] for x in found] == [
         "BUG: Bad pag", "rcu: INFO: r", "watchdog: BU", "hello[120]: ", "list_add cor"], found
+
+
+def test_a_kernel_log_that_was_not_read_is_a_finding():
+    # dmesg failed (no line count) or printed nothing: no log is no clean log.
+    for lines in ([], ["sh: dmesg: not found"], [findings.READ + "0"]):
+        found = findings.kernel_lines(lines)
+        assert len(found) == 1 and "could not be read" in found[0], (lines, found)
+
+
+def test_an_unreadable_console_log_is_a_finding(tmp_path):
+    found = findings.console_lines(str(tmp_path / "missing.log"))
+    assert len(found) == 1 and "could not be read" in found[0], found
 
 
 def test_the_dmesg_command_greps_what_python_matches(tmp_path):
     """The pattern goes to grep -E in the guest: it must select the same lines there."""
     (tmp_path / "dmesg").write_text(DMESG)
-    cmd = findings.dmesg_command().replace("dmesg |", "cat %s |" % (tmp_path / "dmesg"))
+    cmd = findings.dmesg_command().replace("dmesg >", "cat %s >" % (tmp_path / "dmesg"))
+    cmd = cmd.replace("/tmp/dmesg.all", str(tmp_path / "dmesg.all"))
     out = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, check=True).stdout.splitlines()
-    assert out == [x for x in DMESG.splitlines() if re.search(findings.KERNEL, x)] and len(out) == 5, out
+    assert out[0] == findings.READ + "7", out
+    assert out[1:] == [x for x in DMESG.splitlines() if re.search(findings.KERNEL, x)] and len(out) == 6, out
+    assert findings.kernel_lines(out) == [x.strip() for x in out[1:]]

@@ -11,11 +11,12 @@ dmasweep, run in the domU, must find no page table the domU's device can reach. 
 boot and run the seed stage's workloads, and Xen's counters must show the shadow paging.
 """
 
+import re
 import time
 
 import pytest
 
-from flushless import build, designs, guests, measure, seed, workloads
+from flushless import build, designs, dmasweep, guests, measure, seed, workloads
 from flushless.progress import ToolError
 from flushless.testbed import BootConfig, Testbed
 
@@ -47,6 +48,20 @@ class ScriptedTestbed:
         return self.boots.pop(0)
 
 
+def test_a_domu_that_fails_to_start_quotes_what_xen_said_of_it(tmp_path):
+    # A domU that reboots before its console is up (xl's state ---sr-) leaves its cause in
+    # Xen's console only.
+    tb = ScriptedTestbed([(3, ["guestboot: domain 2 created, waiting for its shell",
+                               "guestboot: crashing crashed while booting (state ---sr-)"])])
+    tb.console_log = str(tmp_path / "console.log")
+    (tmp_path / "console.log").write_text("(XEN) HVM d2v0 save: CPU\n(XEN) d12v0 Triple fault\n"
+                                          "(XEN) d2v0 Triple fault - invoking HVM shutdown action 1\n")
+    with pytest.raises(ToolError) as e:
+        guests.Guest(tb, "pvh-hap").start()
+    said = str(e.value).split("(state ---sr-)")[1]
+    assert said.strip() == "(XEN) d2v0 Triple fault - invoking HVM shutdown action 1", said
+
+
 def test_a_domu_that_fails_to_start_is_not_created_again():
     # A crash while booting (exit 3), a stall or a dom0-side failure (exit 1): one attempt,
     # whose output the error carries.
@@ -70,6 +85,9 @@ def boot(tmp_path, smp=2, **kw):
     return Testbed(cfg, str(tmp_path / "console.log"))
 
 
+# The seed stage's runs, which make reproduce runs and checks; make test-all runs this one
+# (39 s), for make test's budget since the debug variant came in.
+@pytest.mark.slow
 @pytest.mark.testbed
 def test_pvh_domus_with_hap_and_with_shadow_paging(tmp_path):
     """Both PVH kinds in one boot, with the seed stage's runs (seed 002). Not under -icount as
@@ -142,8 +160,20 @@ def test_a_domu_that_crashes_while_booting_fails_at_once(passthrough):
         guests.Guest(tb, "pvh-hap", name="crashing", kernel_args=("rdinit=/bin/false",)).start()
     print("a crashing domU: %.0f s" % (time.monotonic() - t0))
     assert "crashed while booting" in str(e.value) and "guestboot exited 3" in str(e.value), e.value
-    # The domU's console tail, quoted: its panic is not taken for dom0's.
-    assert "domU| " in str(e.value) and "Kernel Offset" in str(e.value), e.value
+    # The domU's console tail, quoted: its panic is not taken for dom0's. Or, when the domU
+    # triple-faulted before its console was up, Xen's word on it. Under multi-threaded TCG a
+    # PVH domU's kernel faults now and then at its first PIT read (in $0x42 in
+    # native_calibrate_cpu_early()), and the exception finds its IDT unreadable (cr2 =
+    # idt_table+0x80, #DF's gate): 6 of 48 creations in this module's dom0, 2026-11-27 (5 of 24 with
+    # dom0's log_buf_len=4M, 1 of 24 without); one of
+    # Xen's dumps shows Xen's own RIP and CR3 as the guest's. None in the census's 100 under
+    # -icount (single-threaded TCG): QEMU's SVM emulation around the I/O intercept, not
+    # located further. Either way the domU crashed while booting, which is what guestboot
+    # must report at once.
+    text = str(e.value)
+    panic = "domU| " in text and "Kernel Offset" in text
+    triple = re.search(r"\(XEN\) d\d+v0 Triple fault", text)
+    assert panic or triple, e.value
     assert time.monotonic() - t0 < 150
     assert tb.check("xl list | grep -c crashing || true") == ["0"]
 
@@ -217,5 +247,9 @@ def test_dmasweep_in_the_domu(passthrough):
     rec = session.run("dmasweep", ["--max-frames", "700"])
     print("dmasweep in the domU:", {k: v for k, v in rec.items() if k not in ("rows", "counters", "per_op", "audit")})
     assert rec["control_read_ok"], rec
-    assert rec["pagetable_frames"] > 20 and rec["writable_frames"] > 50, rec
+    # The domU's page tables against its audit and its kernel's count. Its shell keeps forking
+    # during the sweep: 65 and 17 frames of 700 changed kind in two runs (2026-11-27).
+    kb, = [int(x.split()[1]) for x in g.check("grep ^PageTables: /proc/meminfo")]
+    bad = dmasweep.against_audit(rec, rec["audit"], kb // 4, max_unstable=0.2)
+    assert not bad and rec["writable_frames"] > 50, (bad, rec)
     assert rec["pagetable_frames_readable"] == 0 and rec["writable_frames_faulted"] == 0, rec

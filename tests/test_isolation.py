@@ -22,13 +22,20 @@ import os
 
 import pytest
 
-from flushless import build, measure
+from flushless import build, dmasweep, measure
 from flushless.build import REPO
 from flushless.testbed import BootConfig, Testbed
 
 pytestmark = pytest.mark.testbed
 
 DELAY = ("iommu-test-map-delay=500",)
+# Xen's debug build fails an ASSERT in stock code under swrace's link and pintree ops, with none
+# of our patches (reproduced on Debian's 4.20 with testbed/xen only, strict and relaxed,
+# 2026-11-27; 3 of 3 widened runs), gone with pv-linear-pt=false. It is to be reported
+# privately to the Xen security team; the details stay out of this repository until then.
+# Linux guests make no linear page tables: the debug runs below go without them; the
+# release-build runs keep them (the slow test below, test_designs, test_guests).
+NO_LINEAR = ("pv-linear-pt=false",)
 OLD_DESIGN = sorted(glob.glob(os.path.join(REPO, "tests", "fixtures", "xen-old-design", "*.patch")))
 # iotlbrace: the shared flush of a batch of marks waits 500 ms, longer than the pin (50 ms in)
 # and the device's read of the pinned page (three DMAs of 100 ms).
@@ -45,7 +52,7 @@ def boot(parts, tmp_path, **kw):
     return Testbed(cfg, str(tmp_path / "console.log"))
 
 
-def swrace(parts, tmp_path, xen_args=()):
+def swrace(parts, tmp_path, xen_args=NO_LINEAR):
     with boot(parts, tmp_path, xen_args=xen_args) as tb:
         rec = measure.Session(tb).run("swrace", SWRACE)
     # Every operation ran and succeeded often: the rounds did interleave them.
@@ -55,16 +62,16 @@ def swrace(parts, tmp_path, xen_args=()):
     return rec
 
 
-# The same race with the window widened (next test) is the stronger check: beyond make test's
-# budget, make test-all runs this one too.
+# The series on Xen's release build, with linear page tables as Xen offers them by default and
+# the window widened: beyond make test's budget, make test-all runs it.
 @pytest.mark.slow
-def test_swrace_no_bad_state(tmp_path):
-    rec = swrace(build.Parts("debian").ensure(), tmp_path)
+def test_swrace_no_bad_state_with_linear_page_tables(tmp_path):
+    rec = swrace(build.Parts("debian").ensure(), tmp_path, DELAY)
     assert rec["bad_states"] == 0 and rec["invariant_violations"] == 0, rec["result"]
 
 
 def test_swrace_no_bad_state_with_the_window_widened(tmp_path):
-    rec = swrace(build.Parts("debian").ensure(), tmp_path, DELAY)
+    rec = swrace(build.Parts("debian", debug=True).ensure(), tmp_path, NO_LINEAR + DELAY)
     assert rec["bad_states"] == 0 and rec["invariant_violations"] == 0, rec["result"]
 
 
@@ -72,7 +79,7 @@ def test_swrace_finds_the_old_designs_race(tmp_path):
     # The same test against the design it was written to catch: it must fail there, and the
     # run with it (swrace exits 3, flushless raises on the record).
     with pytest.raises(measure.VerdictError, match="bad state") as e:
-        swrace(build.Parts("debian", xen_series=OLD_DESIGN).ensure(), tmp_path, DELAY)
+        swrace(build.Parts("debian", xen_series=OLD_DESIGN, debug=True).ensure(), tmp_path, NO_LINEAR + DELAY)
     assert e.value.rec["bad_states"] > 0, e.value.rec["result"]
 
 
@@ -90,7 +97,7 @@ def test_iotlbrace_no_page_table_read_through_a_stale_iotlb(tmp_path):
     # patches/xen 0004: the batch holds its pages until the shared flush, so a pin inside the
     # window is refused, and the device never reads F as a page table. Most rounds must land
     # in the window (host scheduling can delay a thread past it: such rounds prove nothing).
-    rec = iotlbrace(build.Parts("debian").ensure(), tmp_path)
+    rec = iotlbrace(build.Parts("debian", debug=True).ensure(), tmp_path)
     assert rec["pinned_in_window"] == 0 and rec["bad_reads"] == 0, rec["result"]
     assert rec["refused_in_window"] >= 5, rec["result"]
 
@@ -98,13 +105,23 @@ def test_iotlbrace_no_page_table_read_through_a_stale_iotlb(tmp_path):
 def test_iotlbrace_finds_the_broken_shared_flush(tmp_path):
     # The same test where the batch lets its pages go before the flush: it must fail there.
     with pytest.raises(measure.VerdictError, match="read a page table") as e:
-        iotlbrace(build.Parts("debian", xen_series=build.patches("xen") + SHARED_FLUSH_BROKEN).ensure(), tmp_path)
+        iotlbrace(build.Parts("debian", xen_series=build.patches("xen") + SHARED_FLUSH_BROKEN,
+                                   debug=True).ensure(), tmp_path)
     rec = e.value.rec
     assert rec["pinned_in_window"] >= 5 and rec["bad_reads"] > 0, rec["result"]
 
 
+def kernel_page_tables(tb):
+    """The kernel's own count of its page-table pages."""
+    kb, = [int(x.split()[1]) for x in tb.check("grep ^PageTables: /proc/meminfo")]
+    return kb // 4
+
+
 @pytest.fixture(scope="module")
 def sweep_session(tmp_path_factory):
+    # The release builds: under -icount, dom0 reached its shell after 162 s on Xen's debug
+    # build against 24 s on its release build (2026-11-27), and the sweep is the device's view,
+    # which Xen's ASSERTs do not change. swrace and iotlbrace run on the debug build.
     parts = build.Parts("built").ensure()
     with boot(parts, tmp_path_factory.mktemp("dmasweep"), icount=True) as tb:
         yield measure.Session(tb)
@@ -119,6 +136,16 @@ def test_dmasweep_after_churn(sweep_session, cache):
     print("dmasweep cache %s: %s" % (cache, json.dumps({k: v for k, v in rec.items() if k not in (
         "rows", "counters", "per_op", "args", "audit")}, sort_keys=True)))
     assert rec["control_read_ok"], rec
-    assert rec["pagetable_frames"] > 50 and rec["writable_frames"] > 0, rec
+    # Every page table Xen's audit lists, and as many as the kernel counts, was read as one;
+    # few frames changed kind meanwhile.
+    kernel_tables = kernel_page_tables(sweep_session.tb)
+    # Frames change kind during the sweep: after churn the cache takes back the tables in
+    # flight and its policy trims the pools. With the cache on 137 of the 1501 frames read
+    # (9.1 %), the same in each run under -icount (2026-11-27; cache off 0): at most 15 %.
+    bad = dmasweep.against_audit(rec, rec["audit"], kernel_tables, max_unstable=0.15)
+    print("dmasweep: %d of %d frames read changed kind" % (rec["result"]["unstable"], rec["result"]["frames"]))
+    print("dmasweep: kernel page tables %d, audit page tables %d" % (kernel_tables, rec["audit"]["page_tables"]))
+    assert not bad, bad
+    assert rec["writable_frames"] > 0, rec
     assert rec["pagetable_frames_readable"] == 0, rec
     assert rec["writable_frames_faulted"] == 0, rec

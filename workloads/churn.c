@@ -317,17 +317,39 @@ static void start_residents(void)
 		}
 		if (!resident_pgid)
 			resident_pgid = pid;
-		setpgid(pid, resident_pgid);
+		if (setpgid(pid, resident_pgid) < 0)
+			die_sys("setpgid resident %d", (int)pid);
 	}
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	close(fds[1]);
 	for (uint64_t i = 0; i < opt_resident; i++) {
-		while (read(fds[0], &c, 1) < 0 && errno == EINTR)
+		ssize_t n;
+
+		while ((n = read(fds[0], &c, 1)) < 0 && errno == EINTR)
 			;
-		if (c != 'r')
-			die("a resident process failed");
+		/* EOF: every resident is gone or failed, none said ready. */
+		if (n != 1 || c != 'r')
+			die("a resident process failed before it was ready");
 	}
 	close(fds[0]);
+}
+
+/* Residents live until cleanup() kills them: one that died on its own is a failure. */
+static void check_residents(void)
+{
+	int status;
+	pid_t pid;
+
+	if (!opt_resident)
+		return;
+	while ((pid = waitpid(-resident_pgid, &status, WNOHANG)) < 0 && errno == EINTR)
+		;
+	if (pid > 0)
+		die("resident %d died: %s %d", (int)pid,
+		    WIFSIGNALED(status) ? "signal" : "exit status",
+		    WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+	if (pid < 0)
+		die_sys("waitpid residents");
 }
 
 static void ev_send(int fd, char c)
@@ -388,7 +410,8 @@ static void __attribute__((noreturn)) browser(uint64_t k0, int evfd)
 
 	/* If main dies (even by SIGKILL) take the session down with it;
 	 * tabs follow as their pipes hit EOF. */
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+		child_fail(errno, "browser: prctl(PR_SET_PDEATHSIG)");
 	if (getppid() != main_pid)	/* main already gone */
 		_exit(1);
 	fail_fd = evfd;
@@ -503,12 +526,15 @@ static uint64_t session(uint64_t k)
 	}
 	if (pid == 0) {
 		child_signals(&old);
-		setpgid(0, 0);
+		if (setpgid(0, 0) < 0)
+			child_fail(errno, "browser: setpgid");
 		close(ev[0]);
 		browser(k, ev[1]);
 	}
-	/* Also here, so the group exists before anyone could signal it. */
-	setpgid(pid, pid);
+	/* Also here, so the group exists before anyone could signal it (ESRCH: the
+	 * browser already failed and was reaped; the event pipe reports why). */
+	if (setpgid(pid, pid) < 0 && errno != ESRCH)
+		die_sys("setpgid browser %d", (int)pid);
 	browser_pgid = pid;
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	close(ev[1]);
@@ -641,8 +667,8 @@ int main(int argc, char **argv)
 	sigemptyset(&sa.sa_mask);
 	sigaddset(&sa.sa_mask, SIGINT);
 	sigaddset(&sa.sa_mask, SIGTERM);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	if (sigaction(SIGINT, &sa, NULL) < 0 || sigaction(SIGTERM, &sa, NULL) < 0)
+		die_sys("sigaction");
 	set_die_hook(die_cleanup);
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
 		die_sys("prctl(PR_SET_CHILD_SUBREAPER)");
@@ -660,6 +686,7 @@ int main(int argc, char **argv)
 		next_report = now_ns() + opt_report * 1000000000ULL;
 	sessions = run_sessions(opt_duration);
 	elapsed_s = (now_ns() - start_ns) / 1e9;
+	check_residents();
 
 	cleanup();	/* no children left; removes the temp dir */
 	out_begin("result");

@@ -250,8 +250,9 @@ void *map_anon(size_t len)
 
 	if (p == MAP_FAILED)
 		die_sys("mmap %zu KiB anonymous", len / 1024);
-	/* Best effort: fails with EINVAL on kernels without THP, harmless. */
-	madvise(p, len, MADV_NOHUGEPAGE);
+	/* EINVAL: a kernel without THP, where no huge page can form anyway. */
+	if (madvise(p, len, MADV_NOHUGEPAGE) < 0 && errno != EINVAL)
+		die_sys("madvise %zu KiB MADV_NOHUGEPAGE", len / 1024);
 	return p;
 }
 

@@ -71,8 +71,10 @@ int main(int argc, char **argv)
 	script = malloc(len);
 	if (!script)
 		die("out of memory");
-	/* A counting loop in the shell itself: K programs, no other process. */
-	snprintf(script, len, "i=0; while [ $i -lt %llu ]; do '%s' >/dev/null; i=$((i+1)); done",
+	/* A counting loop in the shell itself: K programs, no other process. A
+	 * program that fails ends the script with its status (the loop's own
+	 * status would be that of the count). */
+	snprintf(script, len, "i=0; while [ $i -lt %llu ]; do '%s' >/dev/null || exit $?; i=$((i+1)); done",
 		 (unsigned long long)k, hello);
 
 	devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);

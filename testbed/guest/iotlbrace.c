@@ -178,13 +178,13 @@ int main(int argc, char **argv)
 	munmap(f, PAGE);
 	result = map_own(r_mfn);
 
-	pthread_barrier_init(&barrier, NULL, 2);
+	if (pthread_barrier_init(&barrier, NULL, 2))
+		die("pthread_barrier_init");
 	CPU_ZERO(&cpus);
 	CPU_SET(0, &cpus);
-	pthread_attr_init(&attr);
-	pthread_attr_setaffinity_np(&attr, sizeof(cpus), &cpus);
-	if (pthread_create(&a, &attr, thread_a, NULL))
-		die("pthread_create");
+	if (pthread_attr_init(&attr) || pthread_attr_setaffinity_np(&attr, sizeof(cpus), &cpus) ||
+	    pthread_create(&a, &attr, thread_a, NULL))
+		die("start the marking thread on CPU 0");
 	set_cpu(1);
 	wait.tv_sec = wait_ms / 1000;
 	wait.tv_nsec = (wait_ms % 1000) * 1000000L;
@@ -237,7 +237,8 @@ int main(int argc, char **argv)
 		}
 		pthread_barrier_wait(&barrier);
 	}
-	pthread_join(a, NULL);
+	if (pthread_join(a, NULL))
+		die("pthread_join");
 	t0 = now_us() - t0;
 
 	munmap((void *)result, PAGE);

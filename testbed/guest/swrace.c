@@ -380,7 +380,10 @@ int main(int argc, char **argv)
 		mmuext1(workers[0].op, MMUEXT_CLEAR_PAGE, slots[i].mfn);
 	}
 
-	pthread_barrier_init(&barrier, NULL, nthreads);
+	if (pthread_barrier_init(&barrier, NULL, nthreads)) {
+		fprintf(stderr, "swrace: pthread_barrier_init failed\n");
+		exit(1);
+	}
 	t0 = now_us();
 	for (i = 0; i < nthreads; i++) {
 		pthread_attr_t attr;
@@ -388,16 +391,20 @@ int main(int argc, char **argv)
 
 		CPU_ZERO(&cpus);
 		CPU_SET(i % ncpu, &cpus);
-		pthread_attr_init(&attr);
-		pthread_attr_setaffinity_np(&attr, sizeof(cpus), &cpus);
-		if (pthread_create(&tids[i], &attr, worker_main, &workers[i])) {
-			perror("swrace: pthread_create");
+		/* A thread per vCPU: the rounds must interleave on different CPUs. */
+		if (pthread_attr_init(&attr) ||
+		    pthread_attr_setaffinity_np(&attr, sizeof(cpus), &cpus) ||
+		    pthread_create(&tids[i], &attr, worker_main, &workers[i])) {
+			fprintf(stderr, "swrace: cannot start thread %u on CPU %u\n", i, i % ncpu);
 			exit(1);
 		}
 		pthread_attr_destroy(&attr);
 	}
 	for (i = 0; i < nthreads; i++)
-		pthread_join(tids[i], NULL);
+		if (pthread_join(tids[i], NULL)) {
+			fprintf(stderr, "swrace: pthread_join failed\n");
+			exit(1);
+		}
 	t0 = now_us() - t0;
 	cleanup(&workers[0]);
 

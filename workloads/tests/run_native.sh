@@ -201,6 +201,19 @@ expect 2 "tcpstream without --port" "$OUT/tcpstream" --host 127.0.0.1
 printf '#!/bin/sh\nexit 3\n' >"$TMP/fail.sh" && chmod +x "$TMP/fail.sh"
 expect 1 "forkbench --exec, child fails" "$OUT/forkbench" --exec --n 2 --hello "$TMP/fail.sh"
 expect 1 "lat_proc --what shell, child fails" "$OUT/lat_proc" --what shell --n 2 --hello "$TMP/fail.sh"
+expect 1 "shloop, a program of the script fails" "$OUT/shloop" --bursts 1 --k 3 --hello "$TMP/fail.sh"
+# A resident killed during the run (the first child churn forks): churn must notice.
+"$OUT/churn" --duration 3 --rate 60 --tabs 1 --resident 2 >"$TMP/out" 2>"$TMP/err" &
+pid=$!
+sleep 1
+# ps pads PIDs to pid_max's width: a PID shorter than that (pid_max 32768, PID 7969 on
+# 2026-11-27) comes with a leading space, which the grep below must not see.
+first=$(ps -o pid= --ppid "$pid" | sort -n | head -n 1 | tr -d ' ')
+kill -KILL $first 2>/dev/null
+wait $pid
+rc=$?
+if [ $rc = 1 ] && grep -q "resident $first died: signal 9" "$TMP/err"; then ok "churn, a resident killed: exit 1"
+else bad "churn, a resident killed: exit $rc, $(cat "$TMP/err")"; fi
 expect 1 "tcpstream, connection refused" "$OUT/tcpstream" --host 127.0.0.1 --port 1 --seconds 1
 
 # --- churn: SIGTERM cleans up ---------------------------------------------
