@@ -68,10 +68,9 @@ PASSTHROUGH_PER_BOOT = 5
 # bounds on theirs. patches/linux alone is the control: it must catch nothing.
 FIXTURE_ROUNDS = 10
 FIXTURES = (("patches/linux", (), ()),
-            ("no-recheck", ("tests/fixtures/linux-broken/no-recheck.patch",), ()),
-            ("no-recheck-no-grace-period", ("tests/fixtures/linux-broken/no-recheck-no-grace-period.patch",), ()),
-            ("guest-only read-only to every address space",
-             ("tests/fixtures/linux-broken-guest-only/0001-BROKEN-ptcache-serves-read-only-pages-to-every-addre.patch",),
+            ("no-recheck", (build.DEFAULT_RACE_FIXTURES[0],), ()),
+            ("no-recheck-no-grace-period", ("linux-broken/no-recheck-no-grace-period.patch",), ()),
+            ("guest-only read-only to every address space", (build.DEFAULT_RACE_FIXTURES[1],),
              ("xen_ptcache=readonly",)))
 
 
@@ -321,7 +320,7 @@ class Census:
             config = fixture_config(name)
             if not self.wanted(config):
                 continue
-            series = build.testbed_linux_series(tuple(os.path.join(build.REPO, p) for p in broken))
+            series = build.testbed_linux_series(tuple(os.path.join(build.REPO, "tests", "fixtures", p) for p in broken))
             parts = build.Parts("built", linux_series=series, debug=True).ensure()
             while len(self.done(config)) < self.plan["fixtures"]:
                 # The control must catch nothing: three in a row that do stop the census.

@@ -137,10 +137,9 @@ def ptcache_figures(before, after):
     return out
 
 
-# swrace's and iotlbrace's exit status when they found what they look for (their result line
-# printed first): the record is built, and the run fails with it (VerdictError).
+# A check's exit status when it found what it looks for (workloads.Workload.finds): the
+# record is built, and the run fails with it (VerdictError).
 FOUND = 3
-CHECKS = ("swrace", "iotlbrace")
 
 
 class VerdictError(ToolError):
@@ -180,7 +179,7 @@ def figures(name, argv, lines):
     """Build the result record of one measured run from measure's output lines."""
     sections, status = split_sections(lines)
     output = sections["output"]
-    if status != 0 and not (status == FOUND and name in CHECKS):
+    if status != 0 and not (status == FOUND and workloads.get(name).finds):
         raise ToolError("%s exited %d in dom0:\n%s" % (name, status, "\n".join("    " + x for x in output[-30:])))
     result, rows = workloads.parse_output(output)
     d = delta(parse_counters(sections["counters-before"]), parse_counters(sections["counters-after"]))
@@ -274,7 +273,7 @@ class Session:
         trace_at = self.tb.fault_trace_size()
         console_at = self.tb.console_size()
         self.tb.end_console_spans(console_at)
-        if name in ("dmasweep", "iotlbrace"):
+        if w.dma_faults:
             # The faults this run provokes, each checked against QEMU's trace of the device;
             # Xen may print the last of them after the run, until the next run starts.
             self.tb.allow_in_console(findings.DMA_FAULT, console_at, None)

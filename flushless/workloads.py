@@ -41,6 +41,10 @@ class Workload:
     guest_only: bool = False
     # Figures of the result line that the run's record also holds at its top level.
     lift: tuple = ()
+    # A check: exits 3 when it found what it looks for (the result line printed first).
+    finds: bool = False
+    # Provokes DMA faults, each checked against QEMU's trace of the device.
+    dma_faults: bool = False
 
     def parser(self):
         p = argparse.ArgumentParser(prog="flushless run %s" % self.name, description=self.help, add_help=False,
@@ -138,17 +142,17 @@ WORKLOADS = {w.name: w for w in [
              [Opt("seconds", lo=0, hi=86400), Opt("rounds", lo=0, hi=2 ** 40), Opt("frames", lo=1, hi=64),
               Opt("threads", lo=2, hi=16), Opt("ops", lo=1, hi=64), Opt("seed", lo=1, hi=2 ** 63)],
              timeout=lambda a: 600 + 3 * _arg(a, "seconds", 10), guest_only=True,
-             lift=("rounds", "bad_states")),
+             lift=("rounds", "bad_states"), finds=True),
     Workload("iotlbrace", "a page marked in a batch is pinned as a page table inside the shared IOTLB "
                           "flush's window; the edu device must not read it (boot with iommu-test-flush-delay)",
              [Opt("rounds", lo=1, hi=100000), Opt("wait-ms", lo=0, hi=10000)],
              timeout=lambda a: 300 + 5 * _arg(a, "rounds", 20), guest_only=True,
              lift=("rounds", "warm_ok", "pinned_in_window", "refused_in_window", "outside_window", "bad_reads",
-                   "after_faulted")),
+                   "after_faulted"), finds=True, dma_faults=True),
     Workload("dmasweep", "the edu device reads every frame of dom0's RAM; QEMU's VT-d trace says which "
                          "reads it refused (run with --icount: edu's DMA waits 100 ms of virtual time)",
              [Opt("max-frames", lo=0, hi=2 ** 40)],
-             timeout=lambda a: 7200, guest_only=True),
+             timeout=lambda a: 7200, guest_only=True, dma_faults=True),
 ]}
 
 
