@@ -44,7 +44,7 @@ class Design:
 
 DESIGNS = {d.name: d for d in (
     Design("stock", "unchanged Xen and guest", "vanilla"),
-    Design("paper", "guest page-table page cache, pages declared semi-writable to Xen", "built",
+    Design("paper", "guest page-table page cache, pages declared no-DMA to Xen", "built",
            cache="on", xen_change=True, guest_change=True, removes_flushes=True),
     Design("xen-only", "Xen unmaps a pinned tree's writable pages first and flushes the IOTLB once",
            "vanilla", extra_xen="xen-only", xen_change=True),

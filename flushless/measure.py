@@ -36,14 +36,14 @@ def delta(before, after):
     return {k: (after[k] - before.get(k, 0)) % 2 ** 32 for k in after}
 
 
-# Counters of the semi-writable interface (patches/xen/0002); absent from a stock Xen.
-SEMI_WRITABLE_COUNTERS = {
+# Counters of the no-DMA marks (patches/xen/0002); absent from a stock Xen.
+NO_DMA_COUNTERS = {
     "pv_iommu_map_skipped": "iommu_map_skipped",
-    "pv_semi_writable_mark": "semi_writable_mark",
-    "pv_semi_writable_unmark": "semi_writable_unmark",
-    "pv_semi_writable_refused": "semi_writable_refused",
-    # The IOTLB flushes the marks of one mmuext_op shared (patches/xen/0004).
-    "pv_semi_writable_flush": "semi_writable_flush",
+    "pv_no_dma_mark": "no_dma_mark",
+    "pv_no_dma_unmark": "no_dma_unmark",
+    "pv_no_dma_refused": "no_dma_refused",
+    # The IOTLB flushes the marks of one mmuext_op shared (patches/xen/0003).
+    "pv_no_dma_flush": "no_dma_flush",
 }
 
 # Upstream's counters of IOMMU superpage work: a map that completes a 2 MiB run coalesces it
@@ -89,7 +89,7 @@ SHADOW_COUNTERS = {
     "shadow removes write access": "shadow_write_access_removals",
     "calls to shadow_validate_gl1e": "shadow_validate_gl1e",
 }
-OPTIONAL_COUNTERS = dict(SEMI_WRITABLE_COUNTERS, **SUPERPAGE_COUNTERS, **PIN_BATCH_COUNTERS, **PV_COUNTERS,
+OPTIONAL_COUNTERS = dict(NO_DMA_COUNTERS, **SUPERPAGE_COUNTERS, **PIN_BATCH_COUNTERS, **PV_COUNTERS,
                          **SHADOW_COUNTERS)
 
 # ptcache statistics that are gauges, not counters: reported as after-values.

@@ -81,7 +81,7 @@ def test_guest_only_runs_on_xen_without_the_hypervisor_series(tmp_path):
     # Xen with patches/xen's first patch only: perf counters, no functional change, no mark.
     parts = build.Parts(GUEST_ONLY.kernel, xen_series=build.patches("xen")[:1]).ensure()
     with boot(parts, tmp_path, smp=2) as tb:
-        # The Xen has no MMUEXT_MARK_SEMI_WRITABLE (the mark ops' probe would be refused) and
+        # The Xen has no MMUEXT_MARK_NO_DMA (the mark ops' probe would be refused) and
         # no audit.
         session = measure.Session(tb, audit=False)
         session.configure_ptcache({"enabled": 1})

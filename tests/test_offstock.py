@@ -18,7 +18,7 @@ CASES = (("fork+exit", ["--n", "200", "--warmup", "100"]),
          ("fork+exec+exit", ["--n", "100", "--exec", "--warmup", "100"]))
 # Xen's IOMMU counters (patches/xen 0001 and upstream's superpage ones).
 IOMMU = sorted(list(measure.COUNTERS.values()) + list(measure.SUPERPAGE_COUNTERS.values())
-               + list(measure.SEMI_WRITABLE_COUNTERS.values()))
+               + list(measure.NO_DMA_COUNTERS.values()))
 STATS = "/sys/kernel/mm/ptcache/stats"
 
 

@@ -1,4 +1,4 @@
-"""Integration: the page-table page cache (patches/linux) with semi-writable pages
+"""Integration: the page-table page cache (patches/linux) with pages marked no-DMA
 (patches/xen/0002-0003, Xen 4.20) on the testbed. One strict-mode boot of the built kernel,
 the cache switched at run time between runs, as in the paper's dyn group.
 """
@@ -83,7 +83,7 @@ def test_cache_off_is_the_stock_kernel(cache_off, label, name, argv, unmaps):
             <= c["iommu_unmap_type"] + c["iommu_pt_coalesces"] + 1), c
     # A coalesce is a map's: at most two levels (2 MiB, then 1 GiB) per map back.
     assert c["iommu_pt_coalesces"] <= 2 * c["iommu_map_type"], c
-    assert c["semi_writable_mark"] == 0
+    assert c["no_dma_mark"] == 0
 
 
 @pytest.mark.parametrize("label,name,argv,unmaps", CASES)
@@ -91,7 +91,7 @@ def test_cache_on_removes_the_flushes(cache_on, label, name, argv, unmaps):
     rec = cache_on[label]
     per_op = rec["per_op"]
     # Misses: each fresh page marked costs one flush.
-    assert per_op["semi_writable_mark"] <= 0.05, (per_op, rec["ptcache"])
+    assert per_op["no_dma_mark"] <= 0.05, (per_op, rec["ptcache"])
     # A map that completes a 2 MiB run makes Xen coalesce it into an IOMMU superpage, and
     # flush: its own bookkeeping, which the stock kernel pays too (0-1.5 per fork+exit,
     # depending on where the allocator put the tables), bounded here too. Every other flush
@@ -104,7 +104,7 @@ def test_cache_on_removes_the_flushes(cache_on, label, name, argv, unmaps):
     assert rec["per_op"]["iommu_map_type"] <= 0.05, rec["per_op"]
     # Pages stay declared while pooled: an unmark is a page given back to the allocator, which
     # a warm pool does not do (it would be a mark and a flush again on the next miss).
-    assert per_op["semi_writable_unmark"] <= 0.05, (per_op, rec["ptcache"])
+    assert per_op["no_dma_unmark"] <= 0.05, (per_op, rec["ptcache"])
     assert rec["counters"]["iommu_map_skipped"] > 0
     assert rec["ptcache"]["pte_hits"] > 0
 
@@ -122,15 +122,15 @@ def test_a_miss_declares_a_batch_under_one_flush(session, cache_on):
     after = measure.parse_counters(session.tb.check("xenperfc"))
     s = stats(session)
     c = {k: after.get(k, 0) - before.get(k, 0) for k in (
-        "pv_semi_writable_mark", "pv_semi_writable_flush", "vtd_qi_iotlb_inv")}
+        "pv_no_dma_mark", "pv_no_dma_flush", "vtd_qi_iotlb_inv")}
     misses = sum(s[lv + "_misses"] - linux_before[lv + "_misses"]
                  for lv in ("pgd", "pgd_user", "pud", "pmd", "pte"))
     print("first forks after switching on:", c, "pool misses", misses)
-    assert misses >= 4 and c["pv_semi_writable_mark"] >= 32, (c, misses)
+    assert misses >= 4 and c["pv_no_dma_mark"] >= 32, (c, misses)
     # A miss brings 15 pages more under its one flush. A PGD (2 pages) is declared alone, and
     # so is a table allocated while the cache was off and freed into a pool, each with a
     # flush. (The invalidations of this window also count the shell's forks while off.)
-    assert c["pv_semi_writable_flush"] * 4 <= c["pv_semi_writable_mark"], c
+    assert c["pv_no_dma_flush"] * 4 <= c["pv_no_dma_mark"], c
 
 
 # A CPU's front cache holds up to 16 pages per level, which no policy trims.

@@ -113,7 +113,7 @@ def test_cache_on_in_caching_mode_removes_the_flushes(built_parts, tmp_path):
         rec = session.run("forkbench", ["--n", "200", "--warmup", "100"])
     per_op = rec["per_op"]
     assert per_op["qi_iotlb_inv"] <= 0.05 and per_op["iommu_map_type"] <= 0.05, per_op
-    assert per_op["semi_writable_unmark"] <= 0.05 and per_op["iommu_unmap_type"] > 5, per_op
+    assert per_op["no_dma_unmark"] <= 0.05 and per_op["iommu_unmap_type"] > 5, per_op
 
 
 def test_built_kernel_gives_the_same_counts(built_parts, strict_debian, tmp_path):

@@ -8,7 +8,7 @@
  *
  *   dmasweep [--max-frames N]
  *
- * Xen's per-frame view (XEN_DOMCTL_pv_iommu_audit, patches/xen/0003) is taken
+ * Xen's per-frame view (XEN_DOMCTL_pv_iommu_audit, patches/xen/0004) is taken
  * before and after the sweep; a frame whose kind or mark changed meanwhile is
  * left out of the verdict ("unstable").  Prints, for the host:
  *

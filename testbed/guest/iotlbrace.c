@@ -100,7 +100,7 @@ static void *thread_a(void *arg)
 	(void)arg;
 	for (i = 0; i < rounds; i++) {
 		pthread_barrier_wait(&barrier);		/* warm read done */
-		ops_a[0].cmd = ops_a[1].cmd = MMUEXT_MARK_SEMI_WRITABLE;
+		ops_a[0].cmd = ops_a[1].cmd = MMUEXT_MARK_NO_DMA;
 		ops_a[0].arg1.mfn = f_mfn;
 		ops_a[1].arg1.mfn = g_mfn;
 		a_start = now_us();
@@ -230,8 +230,8 @@ int main(int argc, char **argv)
 		}
 		/* 4. Back to writable and in the IOMMU. */
 		if (mmuext1(ops_b, MMUEXT_UNPIN_TABLE, f_mfn) ||
-		    mmuext1(ops_b, MMUEXT_UNMARK_SEMI_WRITABLE, f_mfn) ||
-		    mmuext1(ops_b, MMUEXT_UNMARK_SEMI_WRITABLE, g_mfn)) {
+		    mmuext1(ops_b, MMUEXT_UNMARK_NO_DMA, f_mfn) ||
+		    mmuext1(ops_b, MMUEXT_UNMARK_NO_DMA, g_mfn)) {
 			fprintf(stderr, "iotlbrace: round %lu: cannot undo the round\n", i);
 			return 1;
 		}

@@ -21,6 +21,17 @@
 #include <public/domctl.h>
 #include <public/memory.h>
 #include <public/sysctl.h>
+#include <public/version.h>
+#include <public/features.h>
+
+/* The design tests/fixtures/xen-old-design keeps names the ops had then. */
+#if !defined(MMUEXT_MARK_NO_DMA) && defined(MMUEXT_MARK_SEMI_WRITABLE)
+#define MMUEXT_MARK_NO_DMA	MMUEXT_MARK_SEMI_WRITABLE
+#define MMUEXT_UNMARK_NO_DMA	MMUEXT_UNMARK_SEMI_WRITABLE
+#endif
+#ifndef XENFEAT_pv_no_dma
+#define XENFEAT_pv_no_dma	21	/* Not set by a Xen that lacks it. */
+#endif
 
 /* From Linux's include/uapi/xen/privcmd.h. */
 struct privcmd_hypercall {
@@ -134,9 +145,9 @@ static inline long do_domctl(struct xen_domctl *domctl, unsigned int cmd, domid_
 	return hypercall(__HYPERVISOR_domctl, (uintptr_t)domctl, 0, 0, 0);
 }
 
-#ifdef XEN_DOMCTL_pv_iommu_audit /* patches/xen/0003 */
+#ifdef XEN_DOMCTL_pv_iommu_audit /* patches/xen/0004 */
 /*
- * XEN_DOMCTL_pv_iommu_audit (patches/xen/0003) of NR frames from FIRST into
+ * XEN_DOMCTL_pv_iommu_audit (patches/xen/0004) of NR frames from FIRST into
  * OUT (NR bytes, from hcall_buf()).  Returns 0 or -errno; *SYNC and
  * *VIOLATIONS as Xen reports them.
  */

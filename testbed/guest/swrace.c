@@ -14,8 +14,8 @@
  * each pinned to its own vCPU, start every round together and each issue K
  * random operations on random frames among the F:
  *
- *   mark     MMUEXT_MARK_SEMI_WRITABLE
- *   unmark   MMUEXT_UNMARK_SEMI_WRITABLE
+ *   mark     MMUEXT_MARK_NO_DMA
+ *   unmark   MMUEXT_UNMARK_NO_DMA
  *   pin      MMUEXT_PIN_L1_TABLE (the page becomes a page table)
  *   unpin    MMUEXT_UNPIN_TABLE
  *   writable MMUEXT_CLEAR_PAGE (takes a writable type reference: an unpinned
@@ -28,12 +28,12 @@
  *   pintree  MMUEXT_PIN_L2/L3/L4_TABLE: the frame and the frames its first
  *            entries lead to become a tree of page tables at once (the
  *            xen-only design batches the IOTLB flush of such a pin)
- *   marks    2-4 MMUEXT_MARK_SEMI_WRITABLE in one hypercall, on random
+ *   marks    2-4 MMUEXT_MARK_NO_DMA in one hypercall, on random
  *            frames: Xen flushes the IOTLB once for them (patches/xen 0004)
  *            and holds each page writable until then
  *
  * Then thread 0 looks every frame of the round up with XEN_DOMCTL_pv_iommu_audit
- * (patches/xen/0003): a frame Xen flags as a violation (a page of ours that
+ * (patches/xen/0004): a frame Xen flags as a violation (a page of ours that
  * is not writable or is marked, in our IOMMU) or a frame that left us and is
  * still in our IOMMU is a bad state.  Prints one "row op=..." line per
  * operation (how often it succeeded, was refused as busy, ...) and
@@ -174,7 +174,7 @@ static void mark_batch(struct worker *w, uint64_t r)
 	unsigned int i, n = 2 + (r >> 16) % (MAX_MARKS - 1);
 
 	for (i = 0; i < n; i++) {
-		w->op[i].cmd = MMUEXT_MARK_SEMI_WRITABLE;
+		w->op[i].cmd = MMUEXT_MARK_NO_DMA;
 		w->op[i].arg1.mfn = __atomic_load_n(&slots[(r >> (8 + 6 * i)) % nframes].mfn,
 						    __ATOMIC_ACQUIRE);
 	}
@@ -188,8 +188,8 @@ static void one_op(struct worker *w)
 	unsigned int op = r % NOPS, s = (r >> 8) % nframes;
 	uint64_t mfn = __atomic_load_n(&slots[s].mfn, __ATOMIC_ACQUIRE);
 	static const unsigned int cmds[] = {
-		[OP_MARK] = MMUEXT_MARK_SEMI_WRITABLE,
-		[OP_UNMARK] = MMUEXT_UNMARK_SEMI_WRITABLE,
+		[OP_MARK] = MMUEXT_MARK_NO_DMA,
+		[OP_UNMARK] = MMUEXT_UNMARK_NO_DMA,
 		[OP_PIN] = MMUEXT_PIN_L1_TABLE,
 		[OP_UNPIN] = MMUEXT_UNPIN_TABLE,
 		[OP_WRITABLE] = MMUEXT_CLEAR_PAGE,
@@ -314,7 +314,7 @@ static void cleanup(struct worker *w)
 	for (i = 0; i < nframes; i++) {
 		if (!slots[i].mfn)
 			continue;
-		mmuext1(w->op, MMUEXT_UNMARK_SEMI_WRITABLE, slots[i].mfn);
+		mmuext1(w->op, MMUEXT_UNMARK_NO_DMA, slots[i].mfn);
 		if (decrease(w->res, w->ext, slots[i].mfn) != 1)
 			fprintf(stderr, "swrace: could not give frame %#llx back\n",
 				(unsigned long long)slots[i].mfn);

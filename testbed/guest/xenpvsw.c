@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * xenpvsw - drive Xen's semi-writable page interface from a PV dom0
- * (patches/xen/0002, 0003), for the testbed's checks.
+ * xenpvsw - drive Xen's no-DMA marks and audit from a PV dom0
+ * (patches/xen/0002, 0004), for the testbed's checks.
  *
  *   xenpvsw audit [DOMID [KIND]] XEN_DOMCTL_pv_iommu_audit over every frame of
  *                                the host: "name value" lines; with KIND
  *                                (violation, marked, mapped,
  *                                writable_unmapped, l1, ...), the frames
  *                                of that kind instead, one per line
- *   xenpvsw mark MFN...          MMUEXT_MARK_SEMI_WRITABLE, "MFN RC" per frame
- *   xenpvsw unmark MFN...        MMUEXT_UNMARK_SEMI_WRITABLE
+ *   xenpvsw mark MFN...          MMUEXT_MARK_NO_DMA, "MFN RC" per frame
+ *   xenpvsw unmark MFN...        MMUEXT_UNMARK_NO_DMA
  *   xenpvsw mark-for DOMID MFN...  the mark with DOMID as the page owner
  *   xenpvsw grant DOMID          offer DOMID a page of ours (gntalloc):
  *                                prints "gref N", keeps it until killed
@@ -26,8 +26,8 @@
  */
 #include "privcmd.h"
 
-static long mmuext(unsigned int cmd, uint64_t mfn, unsigned int count,
-		   domid_t dom)
+static long mmuext_arg2(unsigned int cmd, uint64_t mfn, unsigned int arg2,
+			unsigned int count, domid_t dom)
 {
 	struct mmuext_op *op = hcall_buf(sizeof(*op) * (count ? count : 1));
 	unsigned int i;
@@ -36,11 +36,31 @@ static long mmuext(unsigned int cmd, uint64_t mfn, unsigned int count,
 	for (i = 0; i < (count ? count : 1); i++) {
 		op[i].cmd = cmd;
 		op[i].arg1.mfn = mfn;
+		op[i].arg2.nr_ents = arg2;
 	}
 	rc = hypercall(__HYPERVISOR_mmuext_op, (uintptr_t)op, count, 0, dom);
 	munlock(op, sizeof(*op) * (count ? count : 1));
 	munmap(op, sizeof(*op) * (count ? count : 1));
 	return rc;
+}
+
+static long mmuext(unsigned int cmd, uint64_t mfn, unsigned int count,
+		   domid_t dom)
+{
+	return mmuext_arg2(cmd, mfn, 0, count, dom);
+}
+
+/* Whether Xen says the no-DMA marks take effect for us (XENFEAT_pv_no_dma). */
+static long xenfeat_pv_no_dma(void)
+{
+	xen_feature_info_t *fi = hcall_buf(sizeof(*fi));
+	long rc;
+
+	fi->submap_idx = 0;
+	rc = hypercall(__HYPERVISOR_xen_version, XENVER_get_features, (uintptr_t)fi, 0, 0);
+	if (rc)
+		return rc;
+	return !!(fi->submap & (1U << XENFEAT_pv_no_dma));
 }
 
 static uint64_t parse_mfn(const char *s)
@@ -192,19 +212,23 @@ static int cmd_refusals(int argc, char **argv)
 	}
 	/* Without IOMMU sync marking spares nothing, and says so. */
 	want = sync ? 0 : -EOPNOTSUPP;
-	bad |= check("own_page_mark", mmuext(MMUEXT_MARK_SEMI_WRITABLE, own, 1, DOMID_SELF), want);
-	bad |= check("own_page_mark_again", mmuext(MMUEXT_MARK_SEMI_WRITABLE, own, 1, DOMID_SELF), want);
-	bad |= check("own_page_unmark", mmuext(MMUEXT_UNMARK_SEMI_WRITABLE, own, 1, DOMID_SELF), want);
-	bad |= check("own_page_unmark_again", mmuext(MMUEXT_UNMARK_SEMI_WRITABLE, own, 1, DOMID_SELF), want);
+	bad |= check("own_page_mark", mmuext(MMUEXT_MARK_NO_DMA, own, 1, DOMID_SELF), want);
+	bad |= check("own_page_mark_again", mmuext(MMUEXT_MARK_NO_DMA, own, 1, DOMID_SELF), want);
+	bad |= check("own_page_unmark", mmuext(MMUEXT_UNMARK_NO_DMA, own, 1, DOMID_SELF), want);
+	bad |= check("own_page_unmark_again", mmuext(MMUEXT_UNMARK_NO_DMA, own, 1, DOMID_SELF), want);
 	/* No such domain as page owner. */
-	bad |= check("foreign_domid", mmuext(MMUEXT_MARK_SEMI_WRITABLE, own, 1, 4242), -ESRCH);
+	bad |= check("foreign_domid", mmuext(MMUEXT_MARK_NO_DMA, own, 1, 4242), -ESRCH);
 	/* dom_io owns MMIO: refused as page owner by get_pg_owner(). */
-	bad |= check("domid_io", mmuext(MMUEXT_MARK_SEMI_WRITABLE, own, 1, DOMID_IO), -EPERM);
+	bad |= check("domid_io", mmuext(MMUEXT_MARK_NO_DMA, own, 1, DOMID_IO), -EPERM);
 	/* Frames that are not the caller's RAM. */
-	bad |= check("mfn_beyond_ram", mmuext(MMUEXT_MARK_SEMI_WRITABLE, 1ULL << 40, 1, DOMID_SELF), -EINVAL);
-	bad |= check("mfn_all_ones", mmuext(MMUEXT_UNMARK_SEMI_WRITABLE, ~0ULL, 1, DOMID_SELF), -EINVAL);
-	bad |= check("mfn_zero_xen_owned", mmuext(MMUEXT_MARK_SEMI_WRITABLE, 0, 1, DOMID_SELF), -EINVAL);
-	bad |= check("unknown_cmd", mmuext(MMUEXT_UNMARK_SEMI_WRITABLE + 1, own, 1, DOMID_SELF), -ENOSYS);
+	bad |= check("mfn_beyond_ram", mmuext(MMUEXT_MARK_NO_DMA, 1ULL << 40, 1, DOMID_SELF), -EINVAL);
+	bad |= check("mfn_all_ones", mmuext(MMUEXT_UNMARK_NO_DMA, ~0ULL, 1, DOMID_SELF), -EINVAL);
+	bad |= check("mfn_zero_xen_owned", mmuext(MMUEXT_MARK_NO_DMA, 0, 1, DOMID_SELF), -EINVAL);
+	bad |= check("unknown_cmd", mmuext(MMUEXT_UNMARK_NO_DMA + 1, own, 1, DOMID_SELF), -ENOSYS);
+	/* Unused fields must be zero, so that they can mean something later. */
+	bad |= check("arg2_not_zero", mmuext_arg2(MMUEXT_MARK_NO_DMA, own, 1, 1, DOMID_SELF), -EINVAL);
+	/* Discovery: the feature bit is set exactly where marking takes effect. */
+	bad |= check("xenfeat_pv_no_dma", xenfeat_pv_no_dma(), sync);
 	/* Audit: nonexistent domain, bad ranges, pad not zero. */
 	{
 		struct xen_domctl *domctl = hcall_buf(sizeof(*domctl));
@@ -292,8 +316,8 @@ static int cmd_mark_granted(int argc, char **argv)
 	}
 	mfn = map->dev_bus_addr >> 12;
 	printf("mfn %#llx\n", (unsigned long long)mfn);
-	mark = mmuext(MMUEXT_MARK_SEMI_WRITABLE, mfn, 1, DOMID_SELF);
-	unmark = mmuext(MMUEXT_UNMARK_SEMI_WRITABLE, mfn, 1, DOMID_SELF);
+	mark = mmuext(MMUEXT_MARK_NO_DMA, mfn, 1, DOMID_SELF);
+	unmark = mmuext(MMUEXT_UNMARK_NO_DMA, mfn, 1, DOMID_SELF);
 	printf("mark %ld\nunmark %ld\n", mark, unmark);
 	unmap->dev_bus_addr = map->dev_bus_addr;
 	unmap->handle = map->handle;
@@ -342,7 +366,7 @@ static int cmd_fuzz(int argc, char **argv)
 
 	for (i = 0; i < n; i++) {
 		uint64_t r = rnd(), mfn;
-		unsigned int cmd = MMUEXT_MARK_SEMI_WRITABLE + (r & 1);
+		unsigned int cmd = MMUEXT_MARK_NO_DMA + (r & 1);
 		unsigned int count = 1;
 		domid_t dom = DOMID_SELF;
 		long rc;
@@ -358,13 +382,13 @@ static int cmd_fuzz(int argc, char **argv)
 		if (((r >> 8) & 15) == 0)
 			count = rnd() % 4;
 		if (((r >> 12) & 31) == 0)
-			cmd = MMUEXT_MARK_SEMI_WRITABLE - 2 + rnd() % 5;
-		if (cmd < MMUEXT_MARK_SEMI_WRITABLE - 1 || cmd == MMUEXT_MARK_SEMI_WRITABLE - 1)
-			cmd = MMUEXT_UNMARK_SEMI_WRITABLE + 1; /* never pin or flush */
+			cmd = MMUEXT_MARK_NO_DMA - 2 + rnd() % 5;
+		if (cmd < MMUEXT_MARK_NO_DMA - 1 || cmd == MMUEXT_MARK_NO_DMA - 1)
+			cmd = MMUEXT_UNMARK_NO_DMA + 1; /* never pin or flush */
 		rc = mmuext(cmd, mfn, count, dom);
 		tally[(-rc) & 63]++;
-		if (rc == 0 && cmd == MMUEXT_MARK_SEMI_WRITABLE && count)
-			mmuext(MMUEXT_UNMARK_SEMI_WRITABLE, mfn, 1, dom);
+		if (rc == 0 && cmd == MMUEXT_MARK_NO_DMA && count)
+			mmuext(MMUEXT_UNMARK_NO_DMA, mfn, 1, dom);
 	}
 	printf("calls %lu\n", n);
 	for (i = 0; i < 64; i++)
@@ -386,11 +410,11 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "audit"))
 		return cmd_audit(argc, argv);
 	if (!strcmp(argv[1], "mark"))
-		return cmd_mark(argc, argv, MMUEXT_MARK_SEMI_WRITABLE, DOMID_SELF);
+		return cmd_mark(argc, argv, MMUEXT_MARK_NO_DMA, DOMID_SELF);
 	if (!strcmp(argv[1], "unmark"))
-		return cmd_mark(argc, argv, MMUEXT_UNMARK_SEMI_WRITABLE, DOMID_SELF);
+		return cmd_mark(argc, argv, MMUEXT_UNMARK_NO_DMA, DOMID_SELF);
 	if (!strcmp(argv[1], "mark-for") && argc > 2)
-		return cmd_mark(argc - 1, argv + 1, MMUEXT_MARK_SEMI_WRITABLE, parse_mfn(argv[2]));
+		return cmd_mark(argc - 1, argv + 1, MMUEXT_MARK_NO_DMA, parse_mfn(argv[2]));
 	if (!strcmp(argv[1], "mark-granted"))
 		return cmd_mark_granted(argc, argv);
 	if (!strcmp(argv[1], "refusals"))
