@@ -2,7 +2,7 @@
 PYTHON ?= python3
 FLUSHLESS = $(PYTHON) -m flushless
 
-.PHONY: all deps build test test-all test-unit test-testbed check-series reproduce census clean
+.PHONY: all deps build test test-all test-unit test-testbed check-series check-staging reproduce census clean
 
 all: build
 
@@ -31,6 +31,25 @@ test-testbed: deps
 # Each patch of both series builds on its own (a few minutes with ccache warm).
 check-series: deps
 	$(FLUSHLESS) build --each-patch
+
+# The Xen series as posted, on xen-project/xen's staging: base-commit, apply, the hypervisor
+# built with and without CONFIG_PV (results/series/staging-check.json). Needs a staging tree, so
+# not part of make test. STAGING_TREE=DIR (a checkout), or STAGING_GIT=GITDIR STAGING_COMMIT=REV;
+# STAGING_FLAGS=--each-patch builds every prefix.
+STAGING_TREE ?=
+STAGING_GIT ?=
+STAGING_COMMIT ?=
+STAGING_FLAGS ?=
+check-staging:
+ifneq ($(STAGING_TREE),)
+	$(FLUSHLESS) check-staging --tree $(STAGING_TREE) $(STAGING_FLAGS)
+else ifneq ($(and $(STAGING_GIT),$(STAGING_COMMIT)),)
+	$(FLUSHLESS) check-staging --git-dir $(STAGING_GIT) --commit $(STAGING_COMMIT) $(STAGING_FLAGS)
+else
+	@echo "check-staging needs a staging tree: make check-staging STAGING_TREE=DIR, or" >&2
+	@echo "  make check-staging STAGING_GIT=GITDIR STAGING_COMMIT=REV (e.g. a mirror of xen-project/xen and staging)" >&2
+	@exit 2
+endif
 
 # The paper's evaluation on the testbed: results/*.json|csv and report/index.html.
 # About 48 minutes with a warm build cache; REPRODUCE_FLAGS=--quick (11 min) or --full (about 3 h).

@@ -152,7 +152,36 @@ def file_list(pattern):
     return sorted(glob.glob(os.path.join(REPO, pattern), recursive=True))
 
 
+# The Xen series as posted is based on xen-project/xen's staging branch; a patch whose hunks
+# must differ on Debian's 4.20 (the testbed) has a backport of the same file name here.
+XEN_SERIES = os.path.join(REPO, "patches", "xen")
+XEN_BACKPORTS = "4.20"
+
+
+def xen_series_as_posted(series_dir=XEN_SERIES):
+    """The series as posted (staging), without backports: SERIES_DIR/*.patch in order."""
+    return sorted(glob.glob(os.path.join(series_dir, "*.patch")))
+
+
+def xen_series_for_testbed(series_dir=XEN_SERIES):
+    """What the testbed applies to Debian's 4.20: the posted series, each patch that has a
+    backport in SERIES_DIR/4.20/ replaced by it."""
+    posted = xen_series_as_posted(series_dir)
+    backport_dir = os.path.join(series_dir, XEN_BACKPORTS)
+    backports = {os.path.basename(p): p for p in glob.glob(os.path.join(backport_dir, "*.patch"))}
+    # A backport whose patch was renamed or dropped would silently stop being applied.
+    stray = sorted(set(backports) - {os.path.basename(p) for p in posted})
+    if stray:
+        raise ToolError("%s: %s replace%s no patch of the series in %s (a backport must carry the file name of "
+                        "the patch it replaces; rename or remove it)"
+                        % (os.path.relpath(backport_dir, REPO), ", ".join(stray), "s" if len(stray) == 1 else "",
+                           os.path.relpath(series_dir, REPO)))
+    return [backports.get(os.path.basename(p), p) for p in posted]
+
+
 def patches(kind):
+    if kind == "xen":
+        return xen_series_for_testbed()
     return file_list("patches/%s/*.patch" % kind)
 
 
@@ -641,8 +670,8 @@ class Initramfs(Part):
             except ToolError:
                 if series_abi:
                     raise
-                # A Xen without patches/xen/0002-0003 (a prefix of the series): no audit, no marks.
-                log("%s: not built, this Xen lacks the semi-writable ABI" % prog)
+                # A Xen without patches/xen/0002-0004 (a prefix of the series): no audit, no marks.
+                log("%s: not built, this Xen lacks the no-DMA marks and the audit" % prog)
 
         def fill(w):
             for d in ("dev", "proc", "sys", "tmp", "run", "root", "sbin", "usr/bin", "usr/sbin"):

@@ -10,7 +10,7 @@ import re
 import sys
 import tempfile
 
-from . import build, census, designs, guests, measure, qemu, report, series, study, workloads
+from . import build, census, designs, guests, measure, qemu, report, series, staging, study, workloads
 from .progress import ToolError, log
 from .testbed import BootConfig, Testbed
 
@@ -231,6 +231,20 @@ def make_parser():
     cp.add_argument("second", metavar="RESULTS_B")
     cp.add_argument("--tolerance", type=float, default=0.05, metavar="F",
                     help="largest relative difference allowed for counts and ratios (default 0.05)")
+
+    st = sub.add_parser("check-staging", help="apply the Xen series as posted to xen-project/xen's staging and "
+                                              "build the hypervisor there, with and without CONFIG_PV",
+                        description=staging.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    st.add_argument("--tree", metavar="DIR", help="a checkout of staging (copied, never changed)")
+    st.add_argument("--git-dir", metavar="GITDIR", help="a git directory or mirror of xen-project/xen (with --commit)")
+    st.add_argument("--commit", metavar="REV", help="the commit of --git-dir to check, e.g. staging")
+    st.add_argument("--series", metavar="DIR", help="the series to check (default patches/xen; its 4.20/ "
+                                                    "backports are not used)")
+    st.add_argument("--out", default=staging.DEFAULT_OUT, metavar="FILE",
+                    help="the JSON record (default results/series/staging-check.json; the logs go to FILE "
+                         "without .json, plus -logs/)")
+    st.add_argument("--each-patch", action="store_true",
+                    help="build every prefix of the series, both configs (default: the whole series only)")
 
     sub.add_parser("workloads", help="list the workloads and their options")
     return p
@@ -493,6 +507,14 @@ def main(argv=None):
             return cmd_report(args)
         if args.cmd == "compare":
             return cmd_compare(args)
+        if args.cmd == "check-staging":
+            if (args.tree is None) == (args.git_dir is None) or (args.git_dir is None) != (args.commit is None):
+                raise workloads.UsageError("check-staging takes --tree DIR, or --git-dir GITDIR with --commit REV")
+            src = staging.staging_source(args.tree, args.git_dir, args.commit)
+            if args.series and not os.path.isdir(args.series):
+                raise ToolError("--series %s: no such directory" % args.series)
+            staging.check(src, args.series, args.out, each_patch=args.each_patch)
+            return 0
         return cmd_workloads()
     except workloads.UsageError as e:
         sys.stderr.write("flushless: %s\n" % e)
