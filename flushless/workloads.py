@@ -145,7 +145,8 @@ WORKLOADS = {w.name: w for w in [
              lift=("rounds", "bad_states"), finds=True),
     Workload("iotlbrace", "a page marked in a batch is pinned as a page table inside the shared IOTLB "
                           "flush's window; the edu device must not read it (boot with iommu-test-flush-delay)",
-             [Opt("rounds", lo=1, hi=100000), Opt("wait-ms", lo=0, hi=10000)],
+             [Opt("rounds", lo=1, hi=100000), Opt("wait-ms", lo=0, hi=10000),
+              Opt("one", kind="flag", help="mark the page alone: the page-selective flush")],
              timeout=lambda a: 300 + 5 * _arg(a, "rounds", 20), guest_only=True,
              lift=("rounds", "warm_ok", "pinned_in_window", "refused_in_window", "outside_window", "bad_reads",
                    "after_faulted"), finds=True, dma_faults=True),

@@ -7,9 +7,13 @@ state change and its IOMMU update; with it the test must find the race of the de
 before issue 8 (tests/fixtures/xen-old-design) and none in patches/xen.
 
 iotlbrace checks what the audit cannot see, the device's IOTLB: a page marked in a batch
-(one shared flush, patches/xen 0004) is pinned inside the flush's widened window and the
-edu device reads it. It must fail with the batch letting its pages go before the flush
-(tests/fixtures/xen-shared-flush-broken).
+(one shared flush, patches/xen 0003) is pinned inside the flush's widened window and the
+edu device reads it, with two pages marked (a domain-wide flush) and one (page-selective).
+It must fail with the batch letting its pages go before the flush
+(tests/fixtures/xen-shared-flush-broken). Under Xen's fault injection (testbed/xen) it also
+shows that a failed flush after a mark crashes the domain (and finds a Xen that only reports
+it, tests/fixtures/xen-fail-open), and that the audit flags a page table a forgotten unmap
+left readable by the device.
 
 dmasweep lets QEMU's edu device read dom0's frames after a busy state, the cache off and
 on; QEMU's own VT-d trace says which reads were refused. FLUSHLESS_DMASWEEP_FRAMES sets
@@ -22,9 +26,9 @@ import os
 
 import pytest
 
-from flushless import build, dmasweep, measure
+from flushless import build, dmasweep, findings, measure
 from flushless.build import REPO
-from flushless.testbed import BootConfig, Testbed
+from flushless.testbed import BootConfig, Crashed, Testbed
 
 pytestmark = pytest.mark.testbed
 
@@ -41,6 +45,8 @@ OLD_DESIGN = sorted(glob.glob(os.path.join(REPO, "tests", "fixtures", "xen-old-d
 # and the device's read of the pinned page (three DMAs of 100 ms).
 FLUSH_DELAY = ("iommu-test-flush-delay=500000",)
 SHARED_FLUSH_BROKEN = sorted(glob.glob(os.path.join(REPO, "tests", "fixtures", "xen-shared-flush-broken", "*.patch")))
+# A failed flush after a mark's unmap only reported, the domain going on.
+FAIL_OPEN = sorted(glob.glob(os.path.join(REPO, "tests", "fixtures", "xen-fail-open", "*.patch")))
 SWRACE = ["--rounds", "5000", "--seconds", "0"]
 CHURN = ["--duration", "10", "--rate", "600", "--tabs", "4", "--resident", "8"]
 SWEEP_FRAMES = os.environ.get("FLUSHLESS_DMASWEEP_FRAMES", "1500")
@@ -83,9 +89,9 @@ def test_swrace_finds_the_old_designs_race(tmp_path):
     assert e.value.rec["bad_states"] > 0, e.value.rec["result"]
 
 
-def iotlbrace(parts, tmp_path):
+def iotlbrace(parts, tmp_path, args=()):
     with boot(parts, tmp_path, xen_args=FLUSH_DELAY) as tb:
-        rec = measure.Session(tb).run("iotlbrace", ["--rounds", "8", "--wait-ms", "50"])
+        rec = measure.Session(tb).run("iotlbrace", ["--rounds", "8", "--wait-ms", "50"] + list(args))
     print("iotlbrace:", rec["result"])
     # Every round the device read F first (so its IOTLB held F) and could not once F was a
     # page table after the flush: the check sees both outcomes.
@@ -109,6 +115,67 @@ def test_iotlbrace_finds_the_broken_shared_flush(tmp_path):
                                    debug=True).ensure(), tmp_path)
     rec = e.value.rec
     assert rec["pinned_in_window"] >= 5 and rec["bad_reads"] > 0, rec["result"]
+
+
+def test_iotlbrace_one_no_page_table_read_through_a_stale_iotlb(tmp_path):
+    # One page marked: the page-selective flush (two pages: the domain-wide one, above).
+    rec = iotlbrace(build.Parts("debian").ensure(), tmp_path, ["--one"])
+    assert rec["pinned_in_window"] == 0 and rec["bad_reads"] == 0, rec["result"]
+    assert rec["refused_in_window"] >= 5, rec["result"]
+
+
+def test_iotlbrace_one_finds_the_broken_shared_flush(tmp_path):
+    # One page marked: the page-selective flush, where the broken batch lets the page go first.
+    with pytest.raises(measure.VerdictError, match="read a page table") as e:
+        iotlbrace(build.Parts("debian", xen_series=build.patches("xen") + SHARED_FLUSH_BROKEN).ensure(),
+                  tmp_path, ["--one"])
+    rec = e.value.rec
+    assert rec["pinned_in_window"] >= 5 and rec["bad_reads"] > 0, rec["result"]
+
+
+def fault_runs(parts, tmp_path, xen_args, modes, allow=()):
+    """iotlbrace's one pass per MODE, in one boot, under Xen's fault injection: [(status, the
+    'mode' line's fields, its output)]. ALLOW: what Xen's console may say of them."""
+    out = []
+    with boot(parts, tmp_path, xen_args=xen_args) as tb:
+        tb.allow_findings(*allow)
+        for mode in modes:
+            status, lines = tb.run("iotlbrace --%s" % mode, timeout=300)
+            fields = [dict(kv.split("=", 1) for kv in line.split()[2:]) for line in lines
+                      if line.startswith("mode ")]
+            out.append((status, fields[0] if fields else None, lines))
+    return out
+
+
+def test_a_failed_flush_after_a_mark_crashes_the_domain(tmp_path):
+    # The mark's page-selective flush fails (as after a device-TLB timeout): Xen crashes the
+    # domain, here the hardware domain, before the page can become a page table whose unmap
+    # would find nothing to flush. Nothing after the mark runs.
+    with pytest.raises(Crashed) as e:
+        fault_runs(build.Parts("debian").ensure(), tmp_path, ("iommu-test-flush-fail=1",),
+                   ["after-failed-flush"])
+    assert "dom0 crashed" in str(e.value) and "injected a failed IOTLB flush" in str(e.value), e.value
+    assert "marked rc=" not in str(e.value), e.value
+
+
+def test_the_failed_flush_test_finds_a_fail_open_xen(tmp_path):
+    # Where the failure is only reported, the device reads the page table through the IOTLB.
+    (status, mode, lines), = fault_runs(
+        build.Parts("debian", xen_series=build.patches("xen") + FAIL_OPEN).ensure(), tmp_path,
+        ("iommu-test-flush-fail=1",), ["after-failed-flush"])
+    assert status == 3 and mode and mode["device_read"] == "1" and mode["mark_rc"] != "0", lines
+
+
+def test_the_audit_flags_what_the_device_can_read(tmp_path):
+    # A Xen that forgets one unmap (testbed knob): F, pinned as an L1 table, stays in the IOMMU.
+    # The device reads it, and the audit flags it. The next pass has every unmap: neither.
+    (s1, m1, out1), (s2, m2, out2) = fault_runs(
+        build.Parts("debian").ensure(), tmp_path, ("iommu-test-skip-unmap=1",),
+        ["pin-and-read", "pin-and-read"], allow=("is in the IOMMU", findings.DMA_FAULT))
+    assert m1 and m1["pin_rc"] == "0" and s1 == 3 and m1["device_read"] == "1", out1
+    assert int(m1["audit"], 16) & 0x60 == 0x60, out1  # MAPPED and VIOLATION
+    assert m2 and m2["pin_rc"] == "0" and s2 == 0 and m2["device_read"] == "0", out2
+    assert int(m2["audit"], 16) & 0x60 == 0, out2
 
 
 def kernel_page_tables(tb):

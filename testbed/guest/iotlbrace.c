@@ -5,7 +5,18 @@
  * IOTLB flush among the marks of one mmuext_op (patches/xen 0004) and keeps
  * each page writable until that flush; this checks it with the device.
  *
- *   iotlbrace [--rounds N] [--wait-ms W]
+ *   iotlbrace [--rounds N] [--wait-ms W] [--one]
+ *   iotlbrace --after-failed-flush
+ *   iotlbrace --pin-and-read
+ *
+ * --one marks F alone, so that the flush is page-selective.  The other two
+ * modes run once, on one vCPU, for Xen's fault injection (testbed/xen):
+ * --after-failed-flush marks F alone (boot with iommu-test-flush-fail=1:
+ * Xen must crash the domain, so nothing after the mark runs), then pins F
+ * and has the device read it; --pin-and-read pins F and has Xen audit it
+ * and the device read it (with iommu-test-skip-unmap=1 the audit must flag
+ * what the device reads).  Both print "mode ... audit=A device_read=D" and
+ * exit 3 when the device read F as a page table.
  *
  * Boot Xen with iommu-test-flush-delay=US (testbed/xen): the shared flush
  * then waits US first, a window wide enough for a DMA.  Frames of our own:
@@ -43,6 +54,8 @@
 #define PTE_ADDR	0x000ffffffffff000ULL
 
 static unsigned long rounds = 20, wait_ms = 50;
+/* Marks in thread A's call: F, or F and G. */
+static unsigned int nr_marks = 2;
 static uint64_t f_mfn, g_mfn, r_mfn, entry0;
 static volatile uint64_t *result;
 static pthread_barrier_t barrier;
@@ -104,8 +117,8 @@ static void *thread_a(void *arg)
 		ops_a[0].arg1.mfn = f_mfn;
 		ops_a[1].arg1.mfn = g_mfn;
 		a_start = now_us();
-		if (mmuext(ops_a, 2)) {
-			fprintf(stderr, "iotlbrace: round %lu: marking F and G failed\n", i);
+		if (mmuext(ops_a, nr_marks)) {
+			fprintf(stderr, "iotlbrace: round %lu: marking F (and G) failed\n", i);
 			exit(1);
 		}
 		a_end = now_us();
@@ -113,6 +126,43 @@ static void *thread_a(void *arg)
 		pthread_barrier_wait(&barrier);		/* round done */
 	}
 	return NULL;
+}
+
+/*
+ * One pass on one vCPU, for the fault injection: warm F in the IOTLB, then
+ * (after a failed flush) mark F, pin F, and have the device read it.
+ */
+static int run_once(int after_failed_flush)
+{
+	uint8_t audit = 0;
+	long rc = 0, pinned;
+	int device_read;
+
+	if (!read_f(device_reads_f())) {
+		fprintf(stderr, "iotlbrace: the device cannot read F while it is writable\n");
+		return 1;
+	}
+	if (after_failed_flush) {
+		/* Xen must crash us here: nothing below may run. */
+		rc = mmuext1(ops_b, MMUEXT_MARK_NO_DMA, f_mfn);
+		printf("marked rc=%ld\n", rc);
+		fflush(stdout);
+	}
+	pinned = mmuext1(ops_b, MMUEXT_PIN_L1_TABLE, f_mfn);
+#ifdef XEN_DOMCTL_pv_iommu_audit
+	if (!pinned && pv_iommu_audit(self_domid(), f_mfn, 1, &audit, NULL, NULL))
+		audit = 0xff;
+#endif
+	device_read = !pinned && read_f(device_reads_f());
+	if (!pinned) {
+		mmuext1(ops_b, MMUEXT_UNPIN_TABLE, f_mfn);
+		/* Writable again, so that giving F back takes it out of the IOMMU. */
+		munmap(map_own(f_mfn), PAGE);
+	}
+	printf("mode %s mark_rc=%ld pin_rc=%ld audit=%#x device_read=%d\n",
+	       after_failed_flush ? "after-failed-flush" : "pin-and-read", rc, pinned, audit,
+	       device_read);
+	return device_read ? 3 : 0;
 }
 
 static void set_cpu(int cpu)
@@ -135,17 +185,26 @@ int main(int argc, char **argv)
 	xen_pfn_t *ext;
 	uint64_t orig_kb, t0, *f;
 	unsigned long i;
-	int raised, n;
+	int raised, n, once = 0;
 
 	for (n = 1; n < argc; n++) {
 		const char *v = n + 1 < argc ? argv[n + 1] : NULL;
 
+		if (!strcmp(argv[n], "--one")) {
+			nr_marks = 1;
+			continue;
+		}
+		if (!strcmp(argv[n], "--after-failed-flush") || !strcmp(argv[n], "--pin-and-read")) {
+			once = argv[n][2] == 'a' ? 1 : 2;
+			continue;
+		}
 		if (!strcmp(argv[n], "--rounds"))
 			rounds = arg_num("iotlbrace", argv[n], v, 1, 100000);
 		else if (!strcmp(argv[n], "--wait-ms"))
 			wait_ms = arg_num("iotlbrace", argv[n], v, 0, 10000);
 		else {
-			fprintf(stderr, "iotlbrace: unknown argument '%s' (--rounds --wait-ms)\n", argv[n]);
+			fprintf(stderr, "iotlbrace: unknown argument '%s' (--rounds --wait-ms --one "
+				"--after-failed-flush --pin-and-read)\n", argv[n]);
 			return 2;
 		}
 		n++;
@@ -178,6 +237,17 @@ int main(int argc, char **argv)
 	munmap(f, PAGE);
 	result = map_own(r_mfn);
 
+	if (once) {
+		int rc = run_once(once == 1);
+
+		munmap((void *)result, PAGE);
+		decrease(res, ext, f_mfn);
+		decrease(res, ext, g_mfn);
+		decrease(res, ext, r_mfn);
+		if (raised && set_max_mem(orig_kb))
+			fprintf(stderr, "iotlbrace: could not restore the memory limit\n");
+		return rc;
+	}
 	if (pthread_barrier_init(&barrier, NULL, 2))
 		die("pthread_barrier_init");
 	CPU_ZERO(&cpus);

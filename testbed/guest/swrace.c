@@ -218,20 +218,14 @@ static void one_op(struct worker *w)
 	count(w->id, op, mmuext1(w->op, cmds[op], mfn));
 }
 
-/* Is MFN in a state no device may reach?  GONE: it left the domain. */
-static int bad_frame(uint8_t *buf, uint64_t mfn, int gone_frame)
+/* Is a frame with audit byte A in a state no device may reach?  GONE: it left the domain. */
+static int bad_frame(uint8_t a, int gone_frame)
 {
-	unsigned int kind;
-	long rc = pv_iommu_audit(self_domid(), mfn, 1, buf, NULL, NULL);
+	unsigned int kind = a & XEN_DOMCTL_PV_IOMMU_AUDIT_KIND_MASK;
 
-	if (rc) {
-		fprintf(stderr, "swrace: audit of %#llx: %s\n", (unsigned long long)mfn, strerror(-rc));
-		exit(1);
-	}
-	if (buf[0] & XEN_DOMCTL_PV_IOMMU_AUDIT_VIOLATION)
+	if (a & XEN_DOMCTL_PV_IOMMU_AUDIT_VIOLATION)
 		return 1;
-	kind = buf[0] & XEN_DOMCTL_PV_IOMMU_AUDIT_KIND_MASK;
-	return gone_frame && (buf[0] & XEN_DOMCTL_PV_IOMMU_AUDIT_MAPPED) &&
+	return gone_frame && (a & XEN_DOMCTL_PV_IOMMU_AUDIT_MAPPED) &&
 	       kind < XEN_DOMCTL_PV_IOMMU_AUDIT_WRITABLE;
 }
 
@@ -240,11 +234,11 @@ static int bad_frame(uint8_t *buf, uint64_t mfn, int gone_frame)
  * pin (Xen frees it at the unpin): unpin such frames, or dom0 runs out of
  * its memory limit.
  */
-static void release_pinned(struct mmuext_op *op, uint8_t *buf, uint64_t mfn)
+static void release_pinned(struct mmuext_op *op, uint8_t a, uint64_t mfn)
 {
 	unsigned int i;
 
-	if ((buf[0] & XEN_DOMCTL_PV_IOMMU_AUDIT_KIND_MASK) < XEN_DOMCTL_PV_IOMMU_AUDIT_WRITABLE)
+	if ((a & XEN_DOMCTL_PV_IOMMU_AUDIT_KIND_MASK) < XEN_DOMCTL_PV_IOMMU_AUDIT_WRITABLE)
 		return;
 	for (i = 0; i < nframes; i++)
 		if (slots[i].mfn == mfn)
@@ -253,25 +247,34 @@ static void release_pinned(struct mmuext_op *op, uint8_t *buf, uint64_t mfn)
 		released++;
 }
 
+/* The round's frames, then the frames given back, audited in one go (one request from a domU). */
 static void check_round(struct mmuext_op *op, uint8_t *buf)
 {
-	unsigned int i;
+	static uint64_t mfns[MAX_FRAMES + sizeof(gone) / sizeof(gone[0])];
+	unsigned int i, n = 0, first_gone;
 	int bad = 0;
+	long rc;
 
 	for (i = 0; i < nframes; i++)
-		if (slots[i].mfn && bad_frame(buf, slots[i].mfn, 0)) {
-			fprintf(stderr, "swrace: round %lu: frame %#llx state %#x\n", rounds,
-				(unsigned long long)slots[i].mfn, buf[0]);
-			bad = 1;
-		}
-	for (i = 0; i < ngone; i++) {
-		if (bad_frame(buf, gone[i], 1)) {
-			fprintf(stderr, "swrace: round %lu: given-back frame %#llx state %#x\n",
-				rounds, (unsigned long long)gone[i], buf[0]);
-			bad = 1;
-		}
-		release_pinned(op, buf, gone[i]);
+		if (slots[i].mfn)
+			mfns[n++] = slots[i].mfn;
+	first_gone = n;
+	for (i = 0; i < ngone; i++)
+		mfns[n++] = gone[i];
+	rc = n ? pv_iommu_audit_list(self_domid(), mfns, n, buf, NULL) : 0;
+	if (rc) {
+		fprintf(stderr, "swrace: audit of round %lu: %s\n", rounds, strerror(-rc));
+		exit(1);
 	}
+	for (i = 0; i < n; i++) {
+		if (!bad_frame(buf[i], i >= first_gone))
+			continue;
+		fprintf(stderr, "swrace: round %lu: %sframe %#llx state %#x\n", rounds,
+			i >= first_gone ? "given-back " : "", (unsigned long long)mfns[i], buf[i]);
+		bad = 1;
+	}
+	for (i = first_gone; i < n; i++)
+		release_pinned(op, buf[i], mfns[i]);
 	ngone = 0;
 	bad_states += bad;
 }
@@ -279,7 +282,7 @@ static void check_round(struct mmuext_op *op, uint8_t *buf)
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
-	uint8_t *buf = w->id == 0 ? hcall_buf(1) : NULL;
+	uint8_t *buf = w->id == 0 ? malloc(MAX_FRAMES + sizeof(gone) / sizeof(gone[0])) : NULL;
 	uint64_t deadline = now_us() + seconds * 1000000ULL;
 	unsigned int i;
 

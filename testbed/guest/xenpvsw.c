@@ -21,6 +21,10 @@
  *   xenpvsw refusals OWN_MFN     bad arguments; "check NAME ok|FAIL rc=.."
  *   xenpvsw fuzz N SEED MFN...   N random mmuext calls on the new ops, every
  *                                successful mark undone; prints a tally
+ *   xenpvsw audit-answer DOMID range FIRST NR | list MFN...
+ *                                the audit a domU asked for on its console
+ *                                (guestrun): "@@audit-result RC SYNC
+ *                                VIOLATIONS HEX", one line
  *
  * RC is the hypercall's result, 0 or -errno.
  */
@@ -397,6 +401,38 @@ static int cmd_fuzz(int argc, char **argv)
 	return 0;
 }
 
+static int cmd_audit_answer(int argc, char **argv)
+{
+	uint8_t out[XEN_DOMCTL_PV_IOMMU_AUDIT_MAX];
+	unsigned long violations = 0;
+	uint64_t *mfns = NULL;
+	uint32_t nr = 0, i;
+	int sync = 0;
+	long rc = -EINVAL;
+
+	if (argc >= 6 && !strcmp(argv[3], "range")) {
+		nr = strtoul(argv[5], NULL, 0);
+		if (nr && nr <= XEN_DOMCTL_PV_IOMMU_AUDIT_MAX)
+			rc = pv_iommu_audit(atoi(argv[2]), parse_mfn(argv[4]), nr, out, &sync, &violations);
+	} else if (argc >= 5 && !strcmp(argv[3], "list") &&
+		   argc - 4 <= XEN_DOMCTL_PV_IOMMU_AUDIT_MAX) {
+		nr = argc - 4;
+		mfns = calloc(nr, sizeof(*mfns));
+		for (i = 0; mfns && i < nr; i++)
+			mfns[i] = parse_mfn(argv[4 + i]);
+		rc = mfns ? pv_iommu_audit_list(atoi(argv[2]), mfns, nr, out, &sync) : -ENOMEM;
+		for (i = 0; !rc && i < nr; i++)
+			violations += !!(out[i] & XEN_DOMCTL_PV_IOMMU_AUDIT_VIOLATION);
+	}
+	/* Always one line: the domU waits for it. */
+	printf("@@audit-result %ld %d %lu ", rc, sync, violations);
+	for (i = 0; !rc && i < nr; i++)
+		printf("%02x", out[i]);
+	printf("\n");
+	free(mfns);
+	return rc ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -419,6 +455,8 @@ int main(int argc, char **argv)
 		return cmd_mark_granted(argc, argv);
 	if (!strcmp(argv[1], "refusals"))
 		return cmd_refusals(argc, argv);
+	if (!strcmp(argv[1], "audit-answer") && argc > 2)
+		return cmd_audit_answer(argc, argv);
 	if (!strcmp(argv[1], "fuzz"))
 		return cmd_fuzz(argc, argv);
 	fprintf(stderr, "xenpvsw: unknown command '%s'\n", argv[1]);
