@@ -156,23 +156,28 @@ static inline long do_domctl(struct xen_domctl *domctl, unsigned int cmd, domid_
 static inline long audit_via_dom0(const char *request, uint32_t nr, uint8_t *out,
 				  int *sync, unsigned long *violations)
 {
-	static FILE *con;
+	static FILE *con_in, *con_out;
 	static char *line;
 	static size_t cap;
 	long rc, s;
 	unsigned long v;
-	int off = 0;
+	int off = 0, fd;
 	uint32_t i;
 
-	if (!con) {
-		con = fopen("/dev/hvc0", "r+");
-		if (!con)
+	if (!con_in) {
+		/* Two streams: C wants a seek between a read and a write on one. */
+		fd = open("/dev/hvc0", O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		con_out = fdopen(dup(fd), "w");
+		con_in = fdopen(fd, "r");
+		if (!con_in || !con_out)
 			return -errno;
 	}
-	fprintf(con, "@@audit %s\n", request);
-	fflush(con);
+	fprintf(con_out, "@@audit %s\n", request);
+	fflush(con_out);
 	do {
-		if (getline(&line, &cap, con) < 0)
+		if (getline(&line, &cap, con_in) < 0)
 			return -EIO;
 	} while (strncmp(line, "@@audit-result ", 15));
 	if (sscanf(line + 15, "%ld %ld %lu %n", &rc, &s, &v, &off) != 3 || !off)
