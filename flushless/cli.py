@@ -241,7 +241,7 @@ def make_parser():
     st.add_argument("--series", metavar="DIR", help="the series to check (default patches/xen; its 4.20/ "
                                                     "backports are not used)")
     st.add_argument("--out", default=staging.DEFAULT_OUT, metavar="FILE",
-                    help="the JSON record (default results/series/staging-check.json; the logs go to FILE "
+                    help="the JSON record (default results/staging/staging-check.json; the logs go to FILE "
                          "without .json, plus -logs/)")
     st.add_argument("--each-patch", action="store_true",
                     help="build every prefix of the series, both configs (default: the whole series only)")

@@ -32,7 +32,7 @@ from .progress import ToolError, log
 from .study import write_csv, write_json
 from .testbed import BootConfig, Testbed
 
-EXPERIMENTS = ("offstock", "native", "boots", "protection", "flushes", "scale", "workloads", "soak")
+EXPERIMENTS = ("offstock", "xenoff", "native", "boots", "protection", "flushes", "scale", "workloads", "soak")
 
 FORK = ("fork+exit", "forkbench", ["--n", "200", "--warmup", "100"])
 EXEC = ("fork+exec", "forkbench", ["--n", "100", "--exec", "--warmup", "100"])
@@ -399,9 +399,40 @@ def run(names, results, console_dir, quick=False, restart=False):
     return out
 
 
+def xenoff(results, console_dir, rounds=5):
+    """What the Xen series costs a guest that never marks: Debian's kernel on Xen with the
+    counters patch alone (patches/xen 0001, the reference: measuring needs its counters)
+    against the whole series, strict mode, -icount, 1 vCPU, R rounds each."""
+    rows = []
+    series = build.patches("xen")
+    for name, xen_series in (("counters-only", series[:1]), ("series", series)):
+        parts = build.Parts("debian", xen_series=xen_series).ensure()
+        with _boot(parts, console_dir, "xenoff-" + name, smp=1, icount=True) as tb:
+            session = measure.Session(tb)
+            for r in range(rounds):
+                for what, argv in (("fork", ["--n", "200", "--warmup", "50"]),
+                                   ("exec", ["--n", "100", "--warmup", "20"])):
+                    rec = session.run("lat_proc", ["--what", what] + argv)
+                    rows.append({"xen": name, "round": r, "what": what, "mean_us": rec["result"]["time_us"],
+                                 "median_us": rec["result"]["median_us"],
+                                 "qi_iotlb_inv_per_op": rec["per_op"]["qi_iotlb_inv"],
+                                 "iommu_unmap_type_per_op": rec["per_op"]["iommu_unmap_type"]})
+    summary = {}
+    for what in ("fork", "exec"):
+        med = {k: statistics.median(r["mean_us"] for r in rows if r["xen"] == k and r["what"] == what)
+               for k in ("counters-only", "series")}
+        summary[what] = dict(med, delta_pct=round(100 * (med["series"] / med["counters-only"] - 1), 3))
+    log("xenoff: %s" % summary)
+    _write(results, "xenoff", rows, summary=summary,
+           timing="-icount shift=0 (1 ns per instruction), 1 vCPU, median of %d rounds per Xen, one boot each" % rounds)
+    return summary
+
+
 def _experiment(name, results, console_dir, quick):
     if name == "offstock":
         return offstock(results, console_dir, rounds=3 if quick else 5)
+    if name == "xenoff":
+        return xenoff(results, console_dir, rounds=3 if quick else 5)
     if name == "boots":
         return boots(results, console_dir, n=5 if quick else 30)
     if name == "native":

@@ -4,7 +4,7 @@ The base-commit: line (git format-patch --base writes it in the first patch) mus
 tree's commit; the series must apply with no fuzz; the hypervisor must build for x86_64 with
 the testbed's config (build.XEN_CONFIG) and with CONFIG_PV off as well (build.XEN_CONFIG_NO_PV).
 Debian's 4.20, which the testbed builds with the backports of patches/xen/4.20/, is checked by
-make check-series. The record goes to results/series/staging-check.json, the logs beside it
+make check-series. The record goes to results/staging/staging-check.json, the logs beside it
 (staging-check-logs/).
 """
 
@@ -21,7 +21,7 @@ import time
 from . import build, tools
 from .progress import ToolError, log, nproc, run_logged
 
-DEFAULT_OUT = os.path.join(build.REPO, "results", "series", "staging-check.json")
+DEFAULT_OUT = os.path.join(build.REPO, "results", "staging", "staging-check.json")
 CONFIGS = {"pv": build.XEN_CONFIG, "no-pv": build.XEN_CONFIG + build.XEN_CONFIG_NO_PV}
 # As git format-patch --base writes it (in the first patch, or the cover letter, only).
 BASE_COMMIT = re.compile(r"^base-commit: ([0-9a-f]{7,40})\s*$", re.M)
