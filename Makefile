@@ -33,7 +33,7 @@ check-series: deps
 	$(FLUSHLESS) build --each-patch
 
 # The Xen series as posted, on xen-project/xen's staging: base-commit, apply, the hypervisor
-# built with and without CONFIG_PV (results/series/staging-check.json). Needs a staging tree, so
+# built with and without CONFIG_PV (results/staging/staging-check.json). Needs a staging tree, so
 # not part of make test. STAGING_TREE=DIR (a checkout), or STAGING_GIT=GITDIR STAGING_COMMIT=REV;
 # STAGING_FLAGS=--each-patch builds every prefix.
 STAGING_TREE ?=
