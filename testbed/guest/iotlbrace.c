@@ -298,13 +298,16 @@ int main(int argc, char **argv)
 			bad_reads++;
 			fprintf(stderr, "iotlbrace: round %lu: the device read F after the flush\n", i);
 		}
-		/* 4. Back to writable and in the IOMMU. */
+		/* 4. Back to writable and in the IOMMU: unmarked, then mapped writable (an
+		 * unmark of a page that is not writable maps nothing; its next writable use
+		 * does). */
 		if (mmuext1(ops_b, MMUEXT_UNPIN_TABLE, f_mfn) ||
 		    mmuext1(ops_b, MMUEXT_UNMARK_NO_DMA, f_mfn) ||
 		    mmuext1(ops_b, MMUEXT_UNMARK_NO_DMA, g_mfn)) {
 			fprintf(stderr, "iotlbrace: round %lu: cannot undo the round\n", i);
 			return 1;
 		}
+		munmap(map_own(f_mfn), PAGE);
 		pthread_barrier_wait(&barrier);
 	}
 	if (pthread_join(a, NULL))
