@@ -366,13 +366,19 @@ class Xen(Part):
         apply_patches(tree, self.series + self.testbed_patches(), logfile, "xen", source)
         with open(os.path.join(tree, "xen", ".config"), "w") as f:
             f.write("\n".join(self.config) + "\n")
-        run_logged(["make", "-C", "xen", "olddefconfig"], logfile, "xen: config", cwd=tree)
+        env, make = dict(os.environ), ["make", "-C", "xen"]
+        if tools.have("ccache"):
+            # Variants (debug, fixtures, prefixes) share most objects: hash relative paths only.
+            env.update(CCACHE_DIR=os.path.join(CACHE, "ccache"), CCACHE_BASEDIR=work, CCACHE_NOHASHDIR="true",
+                       CCACHE_MAXSIZE="5G")
+            make.append("CC=ccache gcc")
+        run_logged(make + ["olddefconfig"], logfile, "xen: config", cwd=tree, env=env)
         with open(os.path.join(tree, "xen", ".config")) as f:
             config = f.read().splitlines()
         for line in self.config:
             if line not in config:
                 raise ToolError("xen: %s did not stick in the config (Kconfig refused it)" % line)
-        run_logged(["make", "-C", "xen", "-j%d" % nproc()], logfile, "xen: build", cwd=tree,
+        run_logged(make + ["-j%d" % nproc()], logfile, "xen: build", cwd=tree, env=env,
                    count=r"^\s+CC\s")
         # QEMU's multiboot loader takes the ELF (xen/xen), not xen.gz: a gzip image hangs silently.
         shutil.copy(os.path.join(tree, "xen", "xen"), os.path.join(out, "xen"))
