@@ -149,10 +149,19 @@ static inline long do_domctl(struct xen_domctl *domctl, unsigned int cmd, domid_
 /*
  * The audit is the control domain's.  A domU's tool, run by guestrun
  * (which sets FLUSHLESS_DOMID), asks dom0 for it on its console:
- * "@@audit range FIRST NR" or "@@audit list MFN...", answered by guestrun
- * with "@@audit-result RC SYNC VIOLATIONS HEX" (xenpvsw audit-answer).
+ * "@@audit range FIRST NR" or "@@audit list MFN...".  guestrun answers with
+ * xenpvsw audit-answer: "@@audit-result RC SYNC VIOLATIONS NR", then the NR
+ * bytes run-length encoded on "@@audit-data" lines of at most
+ * AUDIT_TOKENS_PER_LINE tokens ("HH" or "HH*COUNT", hex byte), then
+ * "@@audit-end".  Short lines: the domU's console reads in canonical mode.
  * The console's shell waits for the tool meanwhile (testbed/guest/domu).
  */
+#define AUDIT_TOKENS_PER_LINE	64
+/* A domU walks the host in windows of this many frames: one request each. */
+#define AUDIT_WINDOW		(64 * 1024)
+
+static inline uint64_t host_max_mfn(void);
+
 static inline long audit_via_dom0(const char *request, uint32_t nr, uint8_t *out,
 				  int *sync, unsigned long *violations)
 {
@@ -160,9 +169,8 @@ static inline long audit_via_dom0(const char *request, uint32_t nr, uint8_t *out
 	static char *line;
 	static size_t cap;
 	long rc, s;
-	unsigned long v;
-	int off = 0, fd;
-	uint32_t i;
+	unsigned long v, n, got = 0;
+	int fd;
 
 	if (!con_in) {
 		/* Two streams: C wants a seek between a read and a write on one. */
@@ -180,17 +188,35 @@ static inline long audit_via_dom0(const char *request, uint32_t nr, uint8_t *out
 		if (getline(&line, &cap, con_in) < 0)
 			return -EIO;
 	} while (strncmp(line, "@@audit-result ", 15));
-	if (sscanf(line + 15, "%ld %ld %lu %n", &rc, &s, &v, &off) != 3 || !off)
+	if (sscanf(line + 15, "%ld %ld %lu %lu", &rc, &s, &v, &n) != 4)
 		return -EPROTO;
+	for (;;) {
+		char *p, *end;
+
+		if (getline(&line, &cap, con_in) < 0)
+			return -EIO;
+		if (!strncmp(line, "@@audit-end", 11))
+			break;
+		if (strncmp(line, "@@audit-data ", 13))
+			return -EPROTO;
+		for (p = line + 13; *p && *p != '\n';) {
+			unsigned long b = strtoul(p, &end, 16), count = 1;
+
+			if (end == p)
+				return -EPROTO;
+			if (*end == '*')
+				count = strtoul(end + 1, &end, 10);
+			if (b > 0xff || got + count > nr)
+				return -EPROTO;
+			memset(out + got, (int)b, count);
+			got += count;
+			p = end + strspn(end, " ");
+		}
+	}
 	if (rc)
 		return rc;
-	for (i = 0; i < nr; i++) {
-		unsigned int b;
-
-		if (sscanf(line + 15 + off + 2 * i, "%2x", &b) != 1)
-			return -EPROTO;
-		out[i] = b;
-	}
+	if (got != nr || n != nr)
+		return -EPROTO;
 	if (sync)
 		*sync = s;
 	if (violations)
@@ -207,42 +233,85 @@ static inline int audit_in_domu(domid_t dom)
 }
 
 /*
+ * A domU's range audit, served from a window of AUDIT_WINDOW frames fetched
+ * in one request.  A walk goes up: a request below the last one starts a
+ * new walk and fetches afresh.
+ */
+static inline long audit_window(uint64_t first, uint32_t nr, uint8_t *out, int *sync,
+				unsigned long *violations)
+{
+	static uint8_t *win;
+	static uint64_t win_first, last_first = ~0ULL;
+	static uint32_t win_nr;
+	static int win_sync;
+	uint64_t host_end = host_max_mfn() + 1;
+	uint32_t i;
+
+	if (!win && !(win = malloc(AUDIT_WINDOW)))
+		return -ENOMEM;
+	if (last_first == ~0ULL || first < last_first || first < win_first ||
+	    first + nr > win_first + win_nr) {
+		char req[64];
+		long rc;
+
+		win_first = first;
+		win_nr = host_end > first && host_end - first < AUDIT_WINDOW ? host_end - first : AUDIT_WINDOW;
+		if (win_nr < nr)
+			win_nr = nr;
+		snprintf(req, sizeof(req), "range %llu %u", (unsigned long long)win_first, win_nr);
+		rc = audit_via_dom0(req, win_nr, win, &win_sync, NULL);
+		if (rc)
+			return last_first = ~0ULL, rc;
+	}
+	last_first = first;
+	memcpy(out, win + (first - win_first), nr);
+	if (sync)
+		*sync = win_sync;
+	if (violations) {
+		*violations = 0;
+		for (i = 0; i < nr; i++)
+			*violations += !!(out[i] & XEN_DOMCTL_PV_IOMMU_AUDIT_VIOLATION);
+	}
+	return 0;
+}
+
+/*
  * XEN_DOMCTL_pv_iommu_audit (patches/xen/0004) of NR frames from FIRST into
- * OUT (NR bytes).  Returns 0 or -errno; *SYNC and *VIOLATIONS as Xen
- * reports them.
+ * OUT (NR bytes; any NR: calls of at most XEN_DOMCTL_PV_IOMMU_AUDIT_MAX).
+ * Returns 0 or -errno; *SYNC and *VIOLATIONS as Xen reports them.
  */
 static inline long pv_iommu_audit(domid_t dom, uint64_t first, uint32_t nr, uint8_t *out,
 				  int *sync, unsigned long *violations)
 {
 	static struct xen_domctl *domctl;
 	static uint8_t *frames;
+	uint32_t done, n;
 	long rc;
 
-	if (audit_in_domu(dom)) {
-		char req[64];
-
-		snprintf(req, sizeof(req), "range %llu %u", (unsigned long long)first, nr);
-		return audit_via_dom0(req, nr, out, sync, violations);
-	}
-	if (nr > XEN_DOMCTL_PV_IOMMU_AUDIT_MAX)
-		return -EINVAL;
+	if (audit_in_domu(dom))
+		return audit_window(first, nr, out, sync, violations);
 	if (!domctl) {
 		domctl = hcall_buf(sizeof(*domctl));
 		frames = hcall_buf(XEN_DOMCTL_PV_IOMMU_AUDIT_MAX);
 	}
-	memset(domctl, 0, sizeof(*domctl));
-	domctl->u.pv_iommu_audit.first_mfn = first;
-	domctl->u.pv_iommu_audit.nr = nr;
-	set_xen_guest_handle(domctl->u.pv_iommu_audit.frames, frames);
-	rc = do_domctl(domctl, XEN_DOMCTL_pv_iommu_audit, dom);
-	if (!rc) {
-		memcpy(out, frames, nr);
+	if (violations)
+		*violations = 0;
+	for (done = 0; done < nr; done += n) {
+		n = nr - done < XEN_DOMCTL_PV_IOMMU_AUDIT_MAX ? nr - done : XEN_DOMCTL_PV_IOMMU_AUDIT_MAX;
+		memset(domctl, 0, sizeof(*domctl));
+		domctl->u.pv_iommu_audit.first_mfn = first + done;
+		domctl->u.pv_iommu_audit.nr = n;
+		set_xen_guest_handle(domctl->u.pv_iommu_audit.frames, frames);
+		rc = do_domctl(domctl, XEN_DOMCTL_pv_iommu_audit, dom);
+		if (rc)
+			return rc;
+		memcpy(out + done, frames, n);
 		if (sync)
 			*sync = !!(domctl->u.pv_iommu_audit.flags & XEN_DOMCTL_PV_IOMMU_AUDIT_SYNC);
 		if (violations)
-			*violations = domctl->u.pv_iommu_audit.violations;
+			*violations += domctl->u.pv_iommu_audit.violations;
 	}
-	return rc;
+	return 0;
 }
 
 /* The audit of N frames, each looked up on its own, into OUT (N bytes). */

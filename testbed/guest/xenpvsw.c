@@ -403,19 +403,18 @@ static int cmd_fuzz(int argc, char **argv)
 
 static int cmd_audit_answer(int argc, char **argv)
 {
-	uint8_t out[XEN_DOMCTL_PV_IOMMU_AUDIT_MAX];
+	static uint8_t out[AUDIT_WINDOW];
 	unsigned long violations = 0;
 	uint64_t *mfns = NULL;
-	uint32_t nr = 0, i;
-	int sync = 0;
+	uint32_t nr = 0, i, j;
+	int sync = 0, tokens = 0;
 	long rc = -EINVAL;
 
 	if (argc >= 6 && !strcmp(argv[3], "range")) {
 		nr = strtoul(argv[5], NULL, 0);
-		if (nr && nr <= XEN_DOMCTL_PV_IOMMU_AUDIT_MAX)
+		if (nr && nr <= AUDIT_WINDOW)
 			rc = pv_iommu_audit(atoi(argv[2]), parse_mfn(argv[4]), nr, out, &sync, &violations);
-	} else if (argc >= 5 && !strcmp(argv[3], "list") &&
-		   argc - 4 <= XEN_DOMCTL_PV_IOMMU_AUDIT_MAX) {
+	} else if (argc >= 5 && !strcmp(argv[3], "list") && argc - 4 <= AUDIT_WINDOW) {
 		nr = argc - 4;
 		mfns = calloc(nr, sizeof(*mfns));
 		for (i = 0; mfns && i < nr; i++)
@@ -424,11 +423,20 @@ static int cmd_audit_answer(int argc, char **argv)
 		for (i = 0; !rc && i < nr; i++)
 			violations += !!(out[i] & XEN_DOMCTL_PV_IOMMU_AUDIT_VIOLATION);
 	}
-	/* Always one line: the domU waits for it. */
-	printf("@@audit-result %ld %d %lu ", rc, sync, violations);
-	for (i = 0; !rc && i < nr; i++)
-		printf("%02x", out[i]);
-	printf("\n");
+	/* Always answered, with the end line: the domU waits for it. */
+	printf("@@audit-result %ld %d %lu %u\n", rc, sync, violations, rc ? 0 : nr);
+	for (i = 0; !rc && i < nr; i = j) {
+		for (j = i + 1; j < nr && out[j] == out[i]; j++)
+			;
+		if (!tokens)
+			printf("@@audit-data");
+		printf(j - i > 1 ? " %02x*%u" : " %02x", out[i], j - i);
+		if (++tokens == AUDIT_TOKENS_PER_LINE || j == nr) {
+			printf("\n");
+			tokens = 0;
+		}
+	}
+	printf("@@audit-end\n");
 	free(mfns);
 	return rc ? 1 : 0;
 }
