@@ -48,6 +48,9 @@ def test_guest_only_switching_during_frees(tmp_path):
     assert res["violations"] == 0 and not res["dmesg"], res
 
 
+# The design's counts, which make reproduce's designs stage measures and checks too; make
+# test-all runs this one (46 s), for make test's budget.
+@pytest.mark.slow
 def test_guest_only_counts_and_dmasweep(tmp_path):
     # One -icount boot (edu's DMA timer then costs no host time), 2 vCPUs, ASLR off.
     with boot(GUEST_ONLY.parts().ensure(), tmp_path, smp=2, icount=True) as tb:

@@ -30,7 +30,7 @@
  */
 #include "privcmd.h"
 
-static long mmuext_arg2(unsigned int cmd, uint64_t mfn, unsigned int arg2,
+static long mmuext_arg2(unsigned int cmd, uint64_t mfn, uint64_t arg2,
 			unsigned int count, domid_t dom)
 {
 	struct mmuext_op *op = hcall_buf(sizeof(*op) * (count ? count : 1));
@@ -40,7 +40,7 @@ static long mmuext_arg2(unsigned int cmd, uint64_t mfn, unsigned int arg2,
 	for (i = 0; i < (count ? count : 1); i++) {
 		op[i].cmd = cmd;
 		op[i].arg1.mfn = mfn;
-		op[i].arg2.nr_ents = arg2;
+		op[i].arg2.src_mfn = arg2;	/* all of the union */
 	}
 	rc = hypercall(__HYPERVISOR_mmuext_op, (uintptr_t)op, count, 0, dom);
 	munlock(op, sizeof(*op) * (count ? count : 1));
@@ -231,6 +231,8 @@ static int cmd_refusals(int argc, char **argv)
 	bad |= check("unknown_cmd", mmuext(MMUEXT_UNMARK_NO_DMA + 1, own, 1, DOMID_SELF), -ENOSYS);
 	/* Unused fields must be zero, so that they can mean something later. */
 	bad |= check("arg2_not_zero", mmuext_arg2(MMUEXT_MARK_NO_DMA, own, 1, 1, DOMID_SELF), -EINVAL);
+	bad |= check("arg2_high_half_not_zero",
+		     mmuext_arg2(MMUEXT_MARK_NO_DMA, own, 1ULL << 32, 1, DOMID_SELF), -EINVAL);
 	/* Discovery: the feature bit is set exactly where marking takes effect. */
 	bad |= check("xenfeat_pv_no_dma", xenfeat_pv_no_dma(), sync);
 	/* Audit: nonexistent domain, bad ranges, pad not zero. */
