@@ -82,6 +82,10 @@ def _check_clean(session, what):
     return audit, bad
 
 
+# The lmbench runs of the -icount experiments: fork+exit and fork+exec, after a warm-up.
+LAT_PROC = (("fork", ["--n", "200", "--warmup", "50"]), ("exec", ["--n", "100", "--warmup", "20"]))
+
+
 def offstock(results, console_dir, rounds=5):
     """Built kernel, cache never on, against vanilla: -icount, 1 vCPU, R rounds each."""
     rows = []
@@ -93,8 +97,7 @@ def offstock(results, console_dir, rounds=5):
             if kernel == "built":
                 active = measure.parse_stats(tb.check("cat /sys/kernel/mm/ptcache/stats"))["active"]
             for r in range(rounds):
-                for what, argv in (("fork", ["--n", "200", "--warmup", "50"]),
-                                   ("exec", ["--n", "100", "--warmup", "20"])):
+                for what, argv in LAT_PROC:
                     rec = session.run("lat_proc", ["--what", what] + argv)
                     rows.append({"kernel": kernel, "release": tb.release, "round": r, "what": what,
                                  "mean_us": rec["result"]["time_us"], "median_us": rec["result"]["median_us"],
@@ -176,8 +179,7 @@ def protection(results, console_dir, rounds=5):
             for r in range(rounds):
                 for cache in (0, 1) if mode == "strict" else (0,):
                     session.configure_ptcache({"enabled": cache})
-                    for what, argv in (("fork", ["--n", "200", "--warmup", "50"]),
-                                       ("exec", ["--n", "100", "--warmup", "20"])):
+                    for what, argv in LAT_PROC:
                         rec = session.run("lat_proc", ["--what", what] + argv)
                         rows.append({"mode": mode, "cache": cache, "round": r, "what": what,
                                      "mean_us": rec["result"]["time_us"],
@@ -411,8 +413,7 @@ def xenoff(results, console_dir, rounds=5):
             # The audit comes with the series (0004); it runs after each run, not in it.
             session = measure.Session(tb, audit=name == "series")
             for r in range(rounds):
-                for what, argv in (("fork", ["--n", "200", "--warmup", "50"]),
-                                   ("exec", ["--n", "100", "--warmup", "20"])):
+                for what, argv in LAT_PROC:
                     rec = session.run("lat_proc", ["--what", what] + argv)
                     rows.append({"xen": name, "round": r, "what": what, "mean_us": rec["result"]["time_us"],
                                  "median_us": rec["result"]["median_us"],

@@ -165,6 +165,18 @@ static int run_once(int after_failed_flush)
 	return device_read ? 3 : 0;
 }
 
+/* F, G and R back to Xen, and the memory limit as it was. */
+static void give_back(struct xen_memory_reservation *res, xen_pfn_t *ext, int raised,
+		      uint64_t orig_kb)
+{
+	munmap((void *)result, PAGE);
+	decrease(res, ext, f_mfn);
+	decrease(res, ext, g_mfn);
+	decrease(res, ext, r_mfn);
+	if (raised && set_max_mem(orig_kb))
+		fprintf(stderr, "iotlbrace: could not restore the memory limit\n");
+}
+
 static void set_cpu(int cpu)
 {
 	cpu_set_t cpus;
@@ -240,12 +252,7 @@ int main(int argc, char **argv)
 	if (once) {
 		int rc = run_once(once == 1);
 
-		munmap((void *)result, PAGE);
-		decrease(res, ext, f_mfn);
-		decrease(res, ext, g_mfn);
-		decrease(res, ext, r_mfn);
-		if (raised && set_max_mem(orig_kb))
-			fprintf(stderr, "iotlbrace: could not restore the memory limit\n");
+		give_back(res, ext, raised, orig_kb);
 		return rc;
 	}
 	if (pthread_barrier_init(&barrier, NULL, 2))
@@ -314,12 +321,7 @@ int main(int argc, char **argv)
 		die("pthread_join");
 	t0 = now_us() - t0;
 
-	munmap((void *)result, PAGE);
-	decrease(res, ext, f_mfn);
-	decrease(res, ext, g_mfn);
-	decrease(res, ext, r_mfn);
-	if (raised && set_max_mem(orig_kb))
-		fprintf(stderr, "iotlbrace: could not restore the memory limit\n");
+	give_back(res, ext, raised, orig_kb);
 	printf("result ops=%lu time_us=%llu rounds=%lu warm_ok=%lu pinned_in_window=%lu "
 	       "refused_in_window=%lu outside_window=%lu bad_reads=%lu after_faulted=%lu "
 	       "wait_ms=%lu\n", rounds, (unsigned long long)t0, rounds, warm_ok, pinned_in_window,

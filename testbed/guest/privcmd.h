@@ -247,10 +247,11 @@ static inline long audit_window(uint64_t first, uint32_t nr, uint8_t *out, int *
 	uint64_t host_end = host_max_mfn() + 1;
 	uint32_t i;
 
+	if (nr > AUDIT_WINDOW)
+		return -EINVAL;
 	if (!win && !(win = malloc(AUDIT_WINDOW)))
 		return -ENOMEM;
-	if (last_first == ~0ULL || first < last_first || first < win_first ||
-	    first + nr > win_first + win_nr) {
+	if (last_first == ~0ULL || first < last_first || first + nr > win_first + win_nr) {
 		char req[64];
 		long rc;
 
@@ -260,8 +261,10 @@ static inline long audit_window(uint64_t first, uint32_t nr, uint8_t *out, int *
 			win_nr = nr;
 		snprintf(req, sizeof(req), "range %llu %u", (unsigned long long)win_first, win_nr);
 		rc = audit_via_dom0(req, win_nr, win, &win_sync, NULL);
-		if (rc)
-			return last_first = ~0ULL, rc;
+		if (rc) {
+			last_first = ~0ULL;
+			return rc;
+		}
 	}
 	last_first = first;
 	memcpy(out, win + (first - win_first), nr);
