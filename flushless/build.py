@@ -45,18 +45,30 @@ XEN_TESTBED_PATCHES = os.path.join(REPO, "testbed", "xen")
 XEN_CONFIG = ["CONFIG_EXPERT=y", "CONFIG_PERF_COUNTERS=y", "CONFIG_SHADOW_PAGING=y"]
 # check-series also builds Xen without PV guests: the series' PV-only code must compile away.
 XEN_CONFIG_NO_PV = ["# CONFIG_PV is not set"]
-LINUX_SOURCE = "linux-source-6.12"
-LINUX_VERSION = "6.12.107-1"
-LINUX_SOURCE_DEB = debian.Pin("pool/main/l/linux/linux-source-6.12_6.12.107-1_all.deb",
-                              "775b9ef84d7fa7927ccebfec33fbbe9aeb2482ebf9a92c771aafd33fb6e2ee27")
-# Debian's own build of that source: the stock baseline.
-LINUX_IMAGE = "linux-image-6.12.107+deb13-amd64"
-LINUX_IMAGE_DEB = debian.Pin("pool/main/l/linux-signed-amd64/linux-image-6.12.107+deb13-amd64_6.12.107-1_amd64.deb",
-                             "7794643cf4560de2a7e3b069e8ca8511ad2a568d652ea285f0fe051f79bc9e99")
-LINUX_SOURCE_DEBIAN = debian.Wanted.debs([LINUX_SOURCE_DEB], TRIXIE, series="6.12")
-# The image's name carries the kernel ABI: a newer 6.12 is another package.
-LINUX_IMAGE_DEBIAN = debian.Wanted([LINUX_IMAGE], LINUX_VERSION, "6.12", TRIXIE, recorded=[LINUX_IMAGE_DEB],
-                                   patterns={LINUX_IMAGE: r"linux-image-6\.12\.\d+\+deb13-amd64"})
+# Linux 7.3 from trixie-backports, where a version stays only until the next one: the pins
+# below are the sums of its signed index (2026-11-27), used once the index moves on.
+BACKPORTS = ("trixie-backports",)
+LINUX_SOURCE = "linux-source-7.3"
+LINUX_VERSION = "7.3.4-1~bpo13+1"
+LINUX_SOURCE_DEB = debian.Pin("pool/main/l/linux/linux-source-7.3_7.3.4-1~bpo13+1_all.deb",
+                              "703e369ddd4cce971452f5a593ee55df3a5c10c83caf0fa0df039633ed181ee3")
+LINUX_SOURCE_DEBIAN = debian.Wanted.debs([LINUX_SOURCE_DEB], BACKPORTS, series="7.3")
+# Debian's own build of that source: the stock baseline. Since 7.x linux-image-* only depends
+# on linux-binary-* (vmlinuz), linux-modules-* and linux-base-* (config, System.map); their
+# names carry the kernel ABI, so a newer 7.3 is other packages.
+LINUX_RELEASE = "7.3.4+deb13-amd64"
+LINUX_IMAGE_DEBS = [
+    debian.Pin("pool/main/l/linux-signed-amd64/linux-binary-7.3.4+deb13-amd64_7.3.4-1~bpo13+1_amd64.deb",
+               "7e3248d03a84dcdda88c567aa8c4038f2e7795d2dd167b112c56f8901b6f513f"),
+    debian.Pin("pool/main/l/linux-signed-amd64/linux-modules-7.3.4+deb13-amd64_7.3.4-1~bpo13+1_amd64.deb",
+               "b3ea01922c9f133767a83cf6891c19b3693858ded617bf22d1e34f95382c08ea"),
+    debian.Pin("pool/main/l/linux-signed-amd64/linux-base-7.3.4+deb13-amd64_7.3.4-1~bpo13+1_amd64.deb",
+               "5663505495b5c90be94af42105c7b28629802516779102dac48d5a00cc00fccf"),
+]
+LINUX_IMAGE_DEBIAN = debian.Wanted([p.package for p in LINUX_IMAGE_DEBS], LINUX_VERSION, "7.3", BACKPORTS,
+                                   recorded=LINUX_IMAGE_DEBS, label="linux-image-" + LINUX_RELEASE,
+                                   patterns={p.package: re.escape(p.package.split("7.3.4")[0]) + r"7\.3\.\d+\+deb13-amd64"
+                                             for p in LINUX_IMAGE_DEBS})
 LINUX_CONFIG = os.path.join(REPO, "testbed", "linux", "flushless.config")
 # Where safety is tested: the checks a maintainer switches on (the series' VM_WARN_ONs among them).
 LINUX_DEBUG_CONFIG = os.path.join(REPO, "testbed", "linux", "debug.config")
@@ -438,12 +450,12 @@ class Kernel(Part):
 
 
 class DebianKernel(Kernel):
-    """Debian 13's prebuilt 6.12 kernel, as it is: the stock baseline."""
+    """Debian's prebuilt 7.3 kernel (trixie-backports), as it is: the stock baseline."""
 
     name = "linux-debian"
 
     def package(self):
-        return LINUX_IMAGE, LINUX_VERSION
+        return "linux-image-" + LINUX_RELEASE, LINUX_VERSION
 
     def inputs(self):
         return resolved_inputs(self)
@@ -454,32 +466,31 @@ class DebianKernel(Kernel):
 
     def build(self, out):
         image, = resolve(self, [LINUX_IMAGE_DEBIAN], downloads("deb"))
-        (pkg,), ver = image.packages, image.version
-        deb, = image.files.values()
         with tempfile.TemporaryDirectory(dir=os.path.join(CACHE, "parts")) as tmp:
-            debian.extract_deb(deb, tmp)
-            vmlinuz = glob.glob(os.path.join(tmp, "boot", "vmlinuz-*"))
+            for deb in image.files.values():
+                debian.extract_deb(deb, tmp)
+            # Debian 13 installs the kernel, its config and modules under /usr/lib/modules/RELEASE.
+            vmlinuz = glob.glob(os.path.join(tmp, "usr", "lib", "modules", "*", "vmlinuz"))
             if len(vmlinuz) != 1:
-                raise ToolError("%s holds %d vmlinuz files, expected 1" % (deb, len(vmlinuz)))
-            release = os.path.basename(vmlinuz[0])[len("vmlinuz-"):]
+                raise ToolError("%s hold %d vmlinuz files, expected 1" % (", ".join(image.packages), len(vmlinuz)))
+            moddir = os.path.dirname(vmlinuz[0])
+            release = os.path.basename(moddir)
             shutil.copy(vmlinuz[0], os.path.join(out, "vmlinuz"))
-            shutil.copy(os.path.join(tmp, "boot", "config-" + release), os.path.join(out, "config"))
+            shutil.copy(os.path.join(moddir, "config"), os.path.join(out, "config"))
             os.makedirs(os.path.join(out, "modules"))
             for m in DEBIAN_MODULES:
-                # Debian 13 installs modules under /usr/lib (merged /usr).
-                src = os.path.join(tmp, "usr", "lib", "modules", release, "kernel", m)
+                src = os.path.join(moddir, "kernel", m)
                 if not os.path.exists(src):
-                    src = os.path.join(tmp, "lib", "modules", release, "kernel", m)
-                if not os.path.exists(src):
-                    raise ToolError("%s has no %s" % (deb, m))
+                    raise ToolError("%s has no %s" % (", ".join(image.packages), m))
                 dest = os.path.join(out, "modules", os.path.basename(m)[:-len(".xz")])
                 with open(dest, "wb") as f:
                     subprocess.run(["xz", "-dc", src], stdout=f, check=True)
-        return {"package": pkg, "version": ver, "release": release, "debian": image.record()}
+        return {"package": self.package()[0], "packages": image.packages, "version": image.version,
+                "release": release, "debian": image.record()}
 
 
 class BuiltKernel(Kernel):
-    """Debian 13's linux-source-6.12 with patches/linux/ applied, x86_64_defconfig +
+    """linux-source-7.3 (trixie-backports) with patches/linux/ applied, x86_64_defconfig +
     xen.config + our fragment. vanilla=True: the same source and config without the series
     (CONFIG_PTCACHE does not exist there), so that "off = stock" compares like with like.
     debug=True: the debug fragment (testbed/linux/debug.config) merged on top."""

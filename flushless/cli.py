@@ -38,9 +38,9 @@ def add_boot_options(p):
     g.add_argument("--caching-mode", choices=("on", "off"), default="off",
                    help="VT-d caching mode of the emulated IOMMU (default off, as real hardware)")
     g.add_argument("--kernel", choices=("debian", "built", "vanilla"), default=None,
-                   help="dom0 kernel: Debian 13's prebuilt 6.12, linux-source-6.12 built with patches/linux, "
-                        "or vanilla: the same source and config without the series "
-                        "(default debian; built when --cache or a ptcache tunable is given)")
+                   help="dom0 kernel: Debian's prebuilt 7.3 (trixie-backports), linux-source-7.3 built with "
+                        "patches/linux, or vanilla: the same source and config without the series "
+                        "(default debian; built when --cache or --pool-cap is given)")
     g.add_argument("--smp", type=int, default=2, choices=range(1, 9), metavar="N", help="vCPUs (default 2)")
     g.add_argument("--icount", action="store_true",
                    help="QEMU -icount shift=0,sleep=off: guest time counts executed instructions (repeatable timing)")
@@ -93,24 +93,23 @@ def apply_design(args):
 
 def resolve_kernel(args):
     apply_design(args)
-    wants_cache = getattr(args, "cache", None) is not None or ptcache_settings(args)
+    wants_cache = getattr(args, "cache", None) is not None or pool_settings(args)
     if args.kernel is None:
         args.kernel = "built" if wants_cache else "debian"
     elif args.kernel != "built" and wants_cache:
-        raise workloads.UsageError("--cache and the ptcache tunables need --kernel built (the %s kernel has no "
-                                   "ptcache)" % args.kernel)
+        raise workloads.UsageError("--cache and --pool-cap need --kernel built (the %s kernel has no page-table "
+                                   "pool)" % args.kernel)
 
 
-def ptcache_settings(args):
-    """The ptcache tunables asked for on the command line, in the order to apply them."""
-    out = {}
-    for name in ("policy", "ratio", "min_pages", "max_pages", "idle_ms", "timing"):
-        v = getattr(args, "ptcache_" + name, None)
-        if v is not None:
-            out[name] = v
+def pool_settings(args):
+    """The pool's settings asked for on the command line."""
+    if getattr(args, "pool_cap", None) is not None:
+        if getattr(args, "cache", None) == "off":
+            raise workloads.UsageError("--pool-cap sets the cap of a cache that is on: drop --cache off")
+        return {"max_pages": args.pool_cap}
     if getattr(args, "cache", None) is not None:
-        out["enabled"] = 1 if args.cache == "on" else 0
-    return out
+        return measure.cache_settings(args.cache == "on")
+    return {}
 
 
 def has_domu(args):
@@ -145,23 +144,17 @@ def make_parser():
                        allow_abbrev=False)
     r.add_argument("workload", help="one of: " + ", ".join(sorted(workloads.WORKLOADS)))
     add_boot_options(r)
-    c = r.add_argument_group("page-table page cache (patches/linux; implies --kernel built)")
+    c = r.add_argument_group("page-table pool (patches/linux; implies --kernel built)")
     c.add_argument("--cache", choices=("on", "off"),
-                   help="switch /sys/kernel/mm/ptcache/enabled before the workload")
-    c.add_argument("--ptcache-policy", choices=("adaptive", "paper"),
-                   help="pool policy: adaptive (the kernel's default) or the study's fixed thresholds")
-    c.add_argument("--ptcache-idle-ms", type=int, metavar="MS",
-                   help="adaptive policy: give back pool pages nothing took for MS")
-    c.add_argument("--ptcache-timing", type=int, choices=(0, 1),
-                   help="count per-level alloc/free time (also with the cache off)")
-    c.add_argument("--ptcache-ratio", type=int, metavar="N", help="paper policy: pool:in-use ratio before giving back")
-    c.add_argument("--ptcache-min-pages", type=int, metavar="N", help="pool + in-use floor before giving back")
-    c.add_argument("--ptcache-max-pages", type=int, metavar="N", help="cap on all pools together")
+                   help="set the pool's cap (debugfs xen_pgtable_pool/max_pages) to its default (on) or to 0 "
+                        "(off) before the workload")
+    c.add_argument("--pool-cap", type=int, metavar="PAGES",
+                   help="set the pool's cap to PAGES before the workload (0 stops the pool)")
     r.add_argument("--guest", choices=guests.KINDS, default="dom0",
                    help="where the workload runs: dom0 (default), or a domU that dom0 creates with xl: a PV "
                         "domU with QEMU's edu device passed through (pv-passthrough), or a PVH domU with "
                         "hardware-assisted (pvh-hap) or shadow paging (pvh-shadow); the domU boots the same "
-                        "kernel as dom0, and --cache and the ptcache tunables apply to it")
+                        "kernel as dom0, and --cache and --pool-cap apply to it")
     r.add_argument("--aslr", choices=("on", "off"), default="off",
                    help="user address-space randomisation where the workload runs (default off, as in make "
                         "reproduce's counting stages: with it, the page tables a process needs vary from run "
@@ -294,7 +287,7 @@ def cmd_run(args, rest):
     if has_domu(args) and args.kernel == "debian":
         raise workloads.UsageError("--guest %s needs --kernel built or vanilla (dom0's toolstack needs Xen "
                                    "drivers that Debian's kernel has as modules)" % args.guest)
-    settings = ptcache_settings(args)
+    settings = pool_settings(args)
     parts = build.Parts(args.kernel, xen_series=xen_options(args)[0], guest=has_domu(args)).ensure()
     cfg = boot_config(args, parts)
     console_log = args.console_log or tempfile.mkstemp(prefix="flushless-console-", suffix=".log")[1]
@@ -304,13 +297,13 @@ def cmd_run(args, rest):
             session = guests.GuestSession(tb, guest)
         else:
             guest, session = None, measure.Session(tb)
-        session.configure_ptcache(settings)
+        session.configure_pool(settings)
         session.set_aslr(args.aslr == "on")
         try:
             rec, failures = session.run(w.name, wargs), []
         except measure.VerdictError as e:
             rec, failures = e.rec, [str(e)]
-        rec.update({"aslr": args.aslr, "cache": args.cache, "ptcache_settings": settings, "design": args.design,
+        rec.update({"aslr": args.aslr, "cache": args.cache, "pool_settings": settings, "design": args.design,
                     "guest": args.guest})
         if guest:
             rec.update({"domid": guest.domid, "guest_vcpus": guest.vcpus, "guest_mem_mb": guest.mem_mb,
@@ -348,11 +341,11 @@ def print_table(rec):
     print("  %-24s %12s %12.1f" % ("time_us", "", rec["per_op"]["time_us"]))
     if "invariant_violations" in rec:
         print("  %-24s %12d" % ("invariant_violations", rec["invariant_violations"]))
-    pt = rec.get("ptcache")
-    if pt:
-        print("  ptcache (%s): %s" % ("on" if rec.get("cache") == "on" else "as booted", " ".join(
-            "%s=%s" % (k, pt[k]) for k in ("pte_hits", "pte_misses", "pte_pool", "pte_in_use", "pool_pages")
-            if k in pt)))
+    pool = rec.get("pool")
+    if pool:
+        print("  pool (%s): %s" % ("on" if rec.get("cache") == "on" else "as booted", " ".join(
+            "%s=%s" % (k, pool[k]) for k in ("hits", "misses", "marked", "unmarked", "pages", "in_use", "max_pages")
+            if k in pool)))
     for row in rec["rows"]:
         print("  " + " ".join("%s=%s" % kv for kv in row.items()))
 

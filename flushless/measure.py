@@ -1,8 +1,9 @@
 """Run a workload under the guest's `measure` script and turn its output into figures.
 
-`measure` (testbed/guest/measure) prints Xen's perf counters and ptcache's statistics, the
-program's output, the same again, and Xen's audit of the IOMMU invariant. Deltas are taken
-modulo 2^32: Xen's counters are 32-bit. A Session also sets ptcache's tunables in dom0.
+`measure` (testbed/guest/measure) prints Xen's perf counters and the page-table pool's
+counters (patches/linux, in debugfs), the program's output, the same again, and Xen's audit of
+the IOMMU invariant. Deltas are taken modulo 2^32: Xen's counters are 32-bit. A Session also
+sets the pool's cap in dom0.
 """
 
 import shlex
@@ -92,8 +93,8 @@ SHADOW_COUNTERS = {
 OPTIONAL_COUNTERS = dict(NO_DMA_COUNTERS, **SUPERPAGE_COUNTERS, **PIN_BATCH_COUNTERS, **PV_COUNTERS,
                          **SHADOW_COUNTERS)
 
-# ptcache statistics that are gauges, not counters: reported as after-values.
-PTCACHE_GAUGES = ("_pool", "_in_use", "_in_flight", "pool_pages", "front_pages", "owed", "quarantined", "active")
+# The pool's files that are gauges, not counters: reported as after-values.
+POOL_GAUGES = ("pages", "max_pages")
 
 
 def split_sections(lines):
@@ -117,7 +118,7 @@ def split_sections(lines):
 
 
 def parse_stats(lines):
-    """'name value' lines where value may be a word (ptcache's 'ops none')."""
+    """'name value' lines where value may be a word."""
     out = {}
     for line in lines:
         name, _, value = line.partition(" ")
@@ -125,16 +126,24 @@ def parse_stats(lines):
     return out
 
 
-def ptcache_figures(before, after):
-    """ptcache stats: counters as deltas over the run, gauges as their after-values."""
+def pool_figures(before, after):
+    """The pool's files: counters as deltas over the run, gauges as their after-values, and the
+    declared tables in use (declared, less undeclared, less what the pool or the leak holds)."""
     b, a = parse_stats(before), parse_stats(after)
     out = {}
     for k, v in a.items():
-        if isinstance(v, int) and not k.endswith(PTCACHE_GAUGES):
+        if isinstance(v, int) and k not in POOL_GAUGES:
             out[k] = v - b.get(k, 0)
         else:
             out[k] = v
+    out["in_use"] = pool_in_use(a)
     return out
+
+
+def pool_in_use(stats):
+    """Declared tables in use now, from the pool's counters (pages are declared by a miss and
+    undeclared when they leave; leaked ones stay declared, out of use)."""
+    return stats["marked"] - stats["unmarked"] - stats["leaked"] - stats["pages"]
 
 
 # A check's exit status when it found what it looks for (workloads.Workload.finds): the
@@ -195,8 +204,8 @@ def figures(name, argv, lines):
            "result": result, "rows": rows}
     for key in workloads.get(name).lift:
         rec[key] = result.get(key)
-    if "ptcache-before" in sections and "ptcache-after" in sections:
-        rec["ptcache"] = ptcache_figures(sections["ptcache-before"], sections["ptcache-after"])
+    if "pool-before" in sections and "pool-after" in sections:
+        rec["pool"] = pool_figures(sections["pool-before"], sections["pool-after"])
     audit = parse_stats(sections.get("audit", []))
     if "violations" in audit:
         rec["audit"] = audit
@@ -204,8 +213,16 @@ def figures(name, argv, lines):
     return rec
 
 
-PTCACHE_SYSFS = "/sys/kernel/mm/ptcache"
-PTCACHE_TUNABLES = ("enabled", "policy", "ratio", "min_pages", "max_pages", "idle_ms", "timing")
+POOL_DIR = "/sys/kernel/debug/xen_pgtable_pool"
+# The pool's cap by default (xen_pgtable_pool=), what "cache on" writes back.
+POOL_DEFAULT_CAP = 4096
+# What a run may set: the cap (0 stops the pool); the study's fixed policy (testbed/linux).
+POOL_TUNABLES = ("max_pages", "paper_ratio")
+
+
+def cache_settings(on):
+    """The pool's settings for the cache switched on or off at run time."""
+    return {"max_pages": POOL_DEFAULT_CAP if on else 0}
 
 
 class Session:
@@ -230,8 +247,8 @@ class Session:
     def check_status(self, status, lines):
         """Raise if the run failed in a way the output cannot tell."""
 
-    def has_ptcache(self):
-        status, _ = self.shell("test -d %s" % PTCACHE_SYSFS, timeout=30)
+    def has_pool(self):
+        status, _ = self.shell("test -d %s" % POOL_DIR, timeout=30)
         return status == 0
 
     def set_aslr(self, on):
@@ -241,27 +258,36 @@ class Session:
         if status != 0:
             raise ToolError("%s: could not set randomize_va_space: %s" % (self.where, " ".join(lines[-5:])))
 
-    def ptcache_set(self, name, value):
-        """Write a ptcache tunable; return (ok, message). The kernel refuses bad values."""
-        if name not in PTCACHE_TUNABLES:
-            raise ToolError("no ptcache tunable '%s' (%s)" % (name, ", ".join(PTCACHE_TUNABLES)))
-        status, lines = self.shell("echo %s > %s/%s" % (shlex.quote(str(value)), PTCACHE_SYSFS, name), timeout=60)
+    def pool_set(self, name, value):
+        """Write one of the pool's settings; return (ok, message). The kernel refuses bad values."""
+        if name not in POOL_TUNABLES:
+            raise ToolError("no pool setting '%s' (%s)" % (name, ", ".join(POOL_TUNABLES)))
+        status, lines = self.shell("echo %s > %s/%s" % (shlex.quote(str(value)), POOL_DIR, name), timeout=60)
         return status == 0, " ".join(lines)
 
-    def ptcache_get(self, name):
-        status, lines = self.shell("cat %s/%s" % (PTCACHE_SYSFS, name), timeout=30)
+    def pool_get(self, name):
+        status, lines = self.shell("cat %s/%s" % (POOL_DIR, name), timeout=30)
         if status != 0 or not lines:
-            raise ToolError("%s: could not read ptcache's %s: %s" % (self.where, name, " ".join(lines[-5:])))
+            raise ToolError("%s: could not read the pool's %s: %s" % (self.where, name, " ".join(lines[-5:])))
         return lines[0]
 
-    def configure_ptcache(self, settings):
-        """Apply {tunable: value}; a refused value is an error."""
-        if settings and not self.has_ptcache():
-            raise ToolError("the %s kernel has no ptcache (%s): use --kernel built" % (self.where, PTCACHE_SYSFS))
+    def pool_stats(self):
+        """{file: value} of every file of the pool's debugfs directory."""
+        status, lines = self.shell("for f in %s/*; do read -r v <$f; echo \"${f##*/} $v\"; done" % POOL_DIR,
+                                   timeout=30)
+        if status != 0:
+            raise ToolError("%s: could not read the pool's files: %s" % (self.where, " ".join(lines[-5:])))
+        return parse_stats(lines)
+
+    def configure_pool(self, settings):
+        """Apply {setting: value}; a refused value is an error."""
+        if settings and not self.has_pool():
+            raise ToolError("the %s kernel has no page-table pool (%s): use --kernel built, with Xen's "
+                            "series and an IOMMU in sync" % (self.where, POOL_DIR))
         for name, value in settings.items():
-            ok, msg = self.ptcache_set(name, value)
+            ok, msg = self.pool_set(name, value)
             if not ok:
-                raise ToolError("%s refused ptcache %s=%s: %s" % (self.where, name, value, msg))
+                raise ToolError("%s refused the pool's %s=%s: %s" % (self.where, name, value, msg))
 
     def run(self, name, argv, timeout=None):
         """Measure workload NAME with ARGV; TIMEOUT (seconds) overrides the workload's own."""
