@@ -199,13 +199,12 @@ def patches(kind):
 
 # The race tests' broken shapes that every make test runs (tests/fixtures): their debug kernels
 # are built with the rest.
-DEFAULT_RACE_FIXTURES = ("linux-broken/no-recheck.patch",
-                         "linux-broken-guest-only/0001-BROKEN-ptcache-serves-read-only-pages-to-every-addre.patch")
+DEFAULT_RACE_FIXTURES = ()
 
 
 def testbed_linux_series(broken=()):
-    """The series, BROKEN fixtures if any, then the testbed-only patches (testbed/linux): a
-    free's window widened, and ops that declare nothing when booted without Xen."""
+    """The series, BROKEN fixtures if any, then the testbed-only patches (testbed/linux): PTE
+    update modes on fork, the pool on bare metal, the study's fixed policy."""
     return patches("linux") + list(broken) + file_list("testbed/linux/*.patch")
 
 

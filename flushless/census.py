@@ -67,11 +67,7 @@ PASSTHROUGH_PER_BOOT = 5
 # the tests also count marked frames that are no table at the end, so these rates are lower
 # bounds on theirs. patches/linux alone is the control: it must catch nothing.
 FIXTURE_ROUNDS = 10
-FIXTURES = (("patches/linux", (), ()),
-            ("no-recheck", (build.DEFAULT_RACE_FIXTURES[0],), ()),
-            ("no-recheck-no-grace-period", ("linux-broken/no-recheck-no-grace-period.patch",), ()),
-            ("guest-only read-only to every address space", (build.DEFAULT_RACE_FIXTURES[1],),
-             ("xen_ptcache=readonly",)))
+FIXTURES = (("patches/linux", (), ()),) + tuple((os.path.basename(f), (f,), ()) for f in build.DEFAULT_RACE_FIXTURES)
 
 
 class Census:

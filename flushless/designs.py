@@ -3,13 +3,13 @@
 A design is the Xen series, the dom0 kernel and the cache setting the testbed boots it with:
 
   stock     Xen with the counters (patches/xen: its marks stay unused) and the vanilla kernel
-            (linux-source-6.12 without the series), in strict or relaxed mode
-  paper     the study's design: patches/xen and the kernel with patches/linux, the cache on
+            (linux-source-7.3 without the series), in strict or relaxed mode
+  paper     the study's design: patches/xen and the kernel with patches/linux, the pool on
   xen-only  the guest unchanged (vanilla); Xen batches the IOTLB flush of a page-table pin
             (patches/xen-only on top of patches/xen)
-  guest-only  the kernel with patches/linux booted with xen_ptcache=readonly, the cache on: pool
-            pages stay read-only page tables. Xen as for stock: no mark is used, and it runs as
-            well on Xen with the counters patch alone (tests/test_guest_only.py)
+
+Retired designs keep their last row in results/retired/ with the reason (guest-only: pool pages
+kept read-only page tables, slower than stock; last measured on Linux 6.12).
 """
 
 import dataclasses
@@ -26,7 +26,7 @@ class Design:
     what: str
     kernel: str  # build.Parts kernel kind
     extra_xen: str = None  # a patches/ folder applied on top of patches/xen
-    cache: str = None  # ptcache switched on before the workload
+    cache: str = None  # the page-table pool switched on before the workload
     xen_change: bool = False
     guest_change: bool = False
     removes_flushes: bool = False  # claims at most 0.05 invalidations per operation once warm
@@ -44,12 +44,10 @@ class Design:
 
 DESIGNS = {d.name: d for d in (
     Design("stock", "unchanged Xen and guest", "vanilla"),
-    Design("paper", "guest page-table page cache, pages declared no-DMA to Xen", "built",
+    Design("paper", "guest page-table pool, pages declared no-DMA to Xen", "built",
            cache="on", xen_change=True, guest_change=True, removes_flushes=True),
     Design("xen-only", "Xen unmaps a pinned tree's writable pages first and flushes the IOTLB once",
            "vanilla", extra_xen="xen-only", xen_change=True),
-    Design("guest-only", "guest page-table page cache, pool pages kept read-only page tables (no Xen change)",
-           "built", cache="on", guest_change=True, removes_flushes=True, dom0_args=("xen_ptcache=readonly",)),
 )}
 
 
@@ -63,7 +61,8 @@ def get(name):
 
 # Rows of results/designs.json: (row, design, dom0-iommu mode).
 ROWS = (("stock strict", "stock", "strict"), ("stock relaxed", "stock", "relaxed"),
-        ("paper", "paper", "strict"), ("xen-only", "xen-only", "strict"), ("guest-only", "guest-only", "strict"))
+        ("paper", "paper", "strict"), ("xen-only", "xen-only", "strict"))
+RETIRED = ("guest-only",)
 
 # Per-operation counts kept in the rows (measure's keys).
 COUNT_KEYS = ("qi_iotlb_inv", "pin_batch_flush", "iommu_unmap_type", "iommu_map_type", "hypercalls",
@@ -129,13 +128,13 @@ def measure_row(row, name, mode, plan, boot, progress):
     out = {"design": row, "mode": mode, "xen_change": d.xen_change, "guest_change": d.guest_change,
            "removes_flushes": d.removes_flushes, "what": d.what, "kernel": d.kernel,
            "xen_series": [p.rsplit("/", 2)[-2] + "/" + p.rsplit("/", 1)[-1] for p in d.xen_series()]}
-    settings = {"enabled": 1} if d.cache == "on" else {}
+    settings = measure.cache_settings(True) if d.cache == "on" else {}
     slug = row.replace(" ", "-")
     progress("%s: counts and swrace, 2 vCPUs" % row)
     with boot("designs-%s-counts" % slug, parts, mode=mode, smp=2, dom0_args=d.dom0_args) as tb:
         tb.booted()
         session = measure.Session(tb)
-        session.configure_ptcache(settings)
+        session.configure_pool(settings)
         out["forkbench"] = {}
         for label, argv in plan.forkbench:
             out["forkbench"][label] = _per_op(_audited(session.run("forkbench", argv), out))
@@ -147,7 +146,7 @@ def measure_row(row, name, mode, plan, boot, progress):
     with boot("designs-%s-icount" % slug, parts, mode=mode, smp=1, icount=True, dom0_args=d.dom0_args) as tb:
         tb.booted()
         session = measure.Session(tb)
-        session.configure_ptcache(settings)
+        session.configure_pool(settings)
         out["per_op"] = _lat_proc(session, plan, out)
         if mode == "strict":
             rec = _audited(session.run("dmasweep", ["--max-frames", str(plan.sweep_frames)]), out)

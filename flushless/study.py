@@ -2,8 +2,9 @@
 
 Seven boots of the project-built Xen and dom0 (strict unless said):
   baseline   cache off; the busy state (churn) for G scaled minutes, sampled every minute
-  pre        cache on from boot (ptcache=paper: on from boot, the study's policy); the same busy state
-  adaptive   cache on from boot with the series' default, self-adaptive policy (ptcache=adaptive)
+  pre        pool on from boot with the study's fixed policy (testbed/linux: xen_pgtable_pool_paper=1,
+             the pool gives back what it holds over the tables in use); the same busy state
+  adaptive   pool on from boot as the series leaves it (up to its cap, given back to the shrinker)
   dyn        cache off at boot, switched on at scaled minute 5 by dom0's study script
   relaxed    dom0-iommu=relaxed, cache off: the no-protection reference
   timing     -icount, 1 vCPU, the cache switched at run time between interleaved runs:
@@ -39,7 +40,14 @@ from .progress import ToolError, log
 from .testbed import BootConfig, Testbed
 
 PAPER_RATE = 542  # process creations and exits per minute in the paper's busy state
-LEVELS = ("pgd", "pgd_user", "pud", "pmd", "pte")
+# The pool (patches/linux) is one pool for every level: its figures are "all". Making a page a
+# table of a live address space, and back, is timed per level by ftrace's function profiler on
+# the Xen PV hooks of each level (where Xen does the IOMMU work).
+POOL_LEVEL = "all"
+TIMING_LEVELS = ("pte", "pmd", "pud")
+PROFILED = {"xen_alloc_pte": ("pte", "alloc"), "xen_alloc_pmd": ("pmd", "alloc"), "xen_alloc_pud": ("pud", "alloc"),
+            "xen_release_pte": ("pte", "free"), "xen_release_pmd": ("pmd", "free"), "xen_release_pud": ("pud", "free")}
+TRACING = "/sys/kernel/tracing"
 # The busy state's process tree: 4 tabs per browser, each mapping two 32 KiB "libraries"
 # and writing 128 KiB of heap, beside 16 resident processes (the rest of a desktop, so
 # that the 1:1 policy sees a system's worth of page tables, not only the burst).
@@ -163,15 +171,15 @@ def parse_study(lines):
     for line in lines:
         if line.startswith("@@sample "):
             _, idx, t = line.split()
-            cur = {"index": idx, "t": float(t), "counters": [], "ptcache": [], "meminfo": []}
+            cur = {"index": idx, "t": float(t), "counters": [], "pool": [], "profile": [], "meminfo": []}
             samples.append(cur)
             part = cur["counters"]
-        elif line in ("@@ptcache", "@@meminfo"):
+        elif line in ("@@pool", "@@profile", "@@meminfo"):
             part = cur[line[2:]]
         elif line.startswith("@@switched "):
             switched = float(line.split()[1])
         elif line == "@@switch-failed":
-            raise ToolError("dom0 could not switch the page-table page cache on")
+            raise ToolError("dom0 could not switch the page-table pool on")
         elif line == "@@output":
             part = output
         elif line == "@@audit":
@@ -185,16 +193,41 @@ def parse_study(lines):
         raise ValueError("the study script printed no status or no samples")
     for s in samples:
         s["counters"] = parse_counters(s["counters"])
-        s["ptcache"] = parse_stats(s["ptcache"])
+        s["pool"] = parse_stats(s["pool"])
+        s["pool"]["in_use"] = measure.pool_in_use(s["pool"])
+        s["profile"] = parse_profile(s["profile"])
         s["meminfo"] = {k.rstrip(":"): int(v.split()[0]) for k, v in
                         (m.split(None, 1) for m in s["meminfo"])}
     return samples, switched, output, parse_stats(audit), status
 
 
+def parse_profile(lines):
+    """ftrace's trace_stat/function* lines -> {function: (hits, ns)}, summed over CPUs."""
+    units = {"ns": 1, "us": 1000, "ms": 1000000, "s": 1000000000}
+    out = {}
+    for line in lines:
+        f = line.split()
+        if len(f) >= 4 and f[0] in PROFILED and f[1].isdigit() and f[3] in units:
+            hits, ns = out.get(f[0], (0, 0))
+            out[f[0]] = (hits + int(f[1]), ns + round(float(f[2]) * units[f[3]]))
+    return out
+
+
+def start_profile(tb):
+    """Time the per-level hooks with ftrace's function profiler (counted from now)."""
+    tb.check("echo %s > %s/set_ftrace_filter && echo 0 > %s/function_profile_enabled && "
+             "echo 1 > %s/function_profile_enabled" % (" ".join(PROFILED), TRACING, TRACING, TRACING))
+
+
+def stop_profile(tb):
+    tb.check("echo 0 > %s/function_profile_enabled && echo > %s/set_ftrace_filter" % (TRACING, TRACING))
+
+
 def minute_rows(group, samples, churn_rows):
-    """Per scaled minute: Xen's counts, ptcache's per-level figures, processes created."""
+    """Per scaled minute: Xen's counts, the pool's figures, the per-level hooks' time (when
+    profiled), processes created."""
     timed = [s for s in samples if s["index"] != "end"]
-    flush, levels = [], []
+    flush, pools, timing = [], [], []
     for m, (a, b) in enumerate(zip(timed, timed[1:])):
         d = measure.delta(a["counters"], b["counters"])
         row = {"group": group, "minute": m, "t_s": round(b["t"] - timed[0]["t"], 2)}
@@ -204,25 +237,36 @@ def minute_rows(group, samples, churn_rows):
         prev = churn_rows[m - 1]["created"] if 0 < m <= len(churn_rows) else 0
         row["created"] = churn_rows[m]["created"] - prev if m < len(churn_rows) else None
         flush.append(row)
-        pa, pb = a["ptcache"], b["ptcache"]
-        for lv in LEVELS:
-            r = {"group": group, "minute": m, "level": lv}
-            for k in ("hits", "misses", "alloc_ns", "alloc_count", "free_ns", "free_count", "given_back"):
-                r[k] = pb["%s_%s" % (lv, k)] - pa["%s_%s" % (lv, k)]
-            r["pool"], r["in_use"] = pb[lv + "_pool"], pb[lv + "_in_use"]
-            r["avg_alloc_ns"] = round(r["alloc_ns"] / r["alloc_count"], 1) if r["alloc_count"] else None
-            r["avg_free_ns"] = round(r["free_ns"] / r["free_count"], 1) if r["free_count"] else None
-            levels.append(r)
-    return flush, levels
+        pa, pb = a["pool"], b["pool"]
+        if pb:
+            r = {"group": group, "minute": m, "level": POOL_LEVEL}
+            for k in ("hits", "misses", "marked", "unmarked", "shrunk"):
+                r[k] = pb[k] - pa[k]
+            r["given_back"] = r["unmarked"]
+            r["pool"], r["in_use"] = pb["pages"], pb["in_use"]
+            pools.append(r)
+        if b["profile"]:
+            for lv in TIMING_LEVELS:
+                r = {"group": group, "minute": m, "level": lv}
+                for fn, (flv, kind) in PROFILED.items():
+                    if flv == lv:
+                        hb, nb = b["profile"].get(fn, (0, 0))
+                        ha, na = a["profile"].get(fn, (0, 0))
+                        r[kind + "_count"], r[kind + "_ns"] = hb - ha, nb - na
+                r["avg_alloc_ns"] = round(r["alloc_ns"] / r["alloc_count"], 1) if r["alloc_count"] else None
+                r["avg_free_ns"] = round(r["free_ns"] / r["free_count"], 1) if r["free_count"] else None
+                timing.append(r)
+    return flush, pools, timing
 
 
-def run_group(tb, group, profile, minutes, switch):
-    """One group's busy state on a booted testbed; returns its record."""
+def run_group(tb, group, profile, minutes, switch, cap=measure.POOL_DEFAULT_CAP):
+    """One group's busy state on a booted testbed; returns its record. SWITCH: the scaled
+    minute after which the pool's cap is raised to CAP (0: never)."""
     duration = int(minutes * profile.minute_s)
     churn = ["churn", "--duration", str(duration), "--rate", str(profile.churn_rate),
              "--report", str(int(profile.minute_s))] + CHURN_SHAPE
     workloads.get("churn").check_args(churn[1:])
-    cmd = "study %s %d %d %s" % (profile.minute_s, minutes, switch, " ".join(shlex.quote(a) for a in churn))
+    cmd = "study %s %d %d %d %s" % (profile.minute_s, minutes, switch, cap, " ".join(shlex.quote(a) for a in churn))
     log("%s: %d scaled minutes of %g s, churn at %d creations/min%s"
         % (group, minutes, profile.minute_s, profile.churn_rate,
            ", cache switched on at minute %d" % switch if switch else ""))
@@ -248,15 +292,15 @@ def run_group(tb, group, profile, minutes, switch):
                         % (group, e, "\n".join("    " + x for x in lines[-20:])))
     if rc != 0:
         raise ToolError("%s: churn exited %d:\n%s" % (group, rc, "\n".join("    " + x for x in output[-20:])))
-    flush, levels = minute_rows(group, samples, churn_rows)
+    flush, pools, timing = minute_rows(group, samples, churn_rows)
     last = [s for s in samples if s["index"] != "end"][-1]
     rec = {"group": group, "minutes": minutes, "switch_minute": switch or None, "churn_argv": churn[1:],
            "randomize_va_space": 0,
            "churn_result": result, "audit": audit, "invariant_violations": audit.get("violations"),
            "overrun_s": round(samples[-1]["t"] - last["t"], 2), "host_seconds": round(time.monotonic() - t0, 1),
            "switched_at_s": round(switched - samples[0]["t"], 2) if switched else None,
-           "meminfo_kb": last["meminfo"], "ptcache_end": last["ptcache"],
-           "flush_rows": flush, "level_rows": levels}
+           "meminfo_kb": last["meminfo"], "pool_end": last["pool"],
+           "flush_rows": flush, "pool_rows": pools, "timing_rows": timing}
     total = sum(r["qi_iotlb_inv"] for r in flush)
     log("%s: %d IOTLB invalidations in %d minutes, %d processes created (%.0f/min achieved), audit %s violations"
         % (group, total, minutes, result["ops"], result.get("rate_per_min", 0), audit.get("violations")))
@@ -334,7 +378,7 @@ def run_plan(session, plan, progress, check=None):
     for i, (exp, group, name, argv, tags) in enumerate(plan):
         want = 1 if group == "dyn" else 0
         if want != current:
-            session.configure_ptcache({"policy": "paper", "enabled": want})
+            session.configure_pool(measure.cache_settings(want))
             current = want
         progress("%d/%d: %s (%s) %s" % (i + 1, len(plan), exp, group, " ".join(argv)))
         rec = session.run(name, argv)
@@ -544,11 +588,12 @@ class Study:
     def group_plan(self):
         """(group, dom0-iommu mode, dom0 arguments, switch minute, minutes) of each group."""
         p = self.profile
-        return [("baseline", "strict", [], 0, p.group_minutes),
-                ("pre", "strict", ["ptcache=paper"], 0, p.group_minutes),
-                ("adaptive", "strict", ["ptcache=adaptive"], 0, p.group_minutes),
-                ("dyn", "strict", [], p.switch_minute, p.group_minutes),
-                ("relaxed", "relaxed", [], 0, p.relaxed_minutes)]
+        off = ["xen_pgtable_pool=0"]
+        return [("baseline", "strict", off, 0, p.group_minutes),
+                ("pre", "strict", ["xen_pgtable_pool_paper=1"], 0, p.group_minutes),
+                ("adaptive", "strict", [], 0, p.group_minutes),
+                ("dyn", "strict", off, p.switch_minute, p.group_minutes),
+                ("relaxed", "relaxed", off, 0, p.relaxed_minutes)]
 
     def run_groups(self, parts):
         groups = self.group_plan()
@@ -586,14 +631,12 @@ class Study:
         with self.boot(group, self.boot_config(parts, mode, dom0_args)) as tb:
             self.booted(group, tb)
             session = measure.Session(tb)
-            enabled = session.ptcache_get("enabled")
-            if enabled != ("1" if group in CACHE_FROM_BOOT else "0"):
-                raise ToolError("%s: ptcache enabled=%s after boot" % (group, enabled))
-            # The study's fixed thresholds, except in the adaptive group. No timing here:
-            # the -icount boot times alloc and free.
-            session.configure_ptcache({"policy": "adaptive" if group == "adaptive" else "paper"})
+            # In relaxed mode Xen offers no declarations: no pool at all.
+            cap = int(session.pool_get("max_pages")) if mode == "strict" else 0
+            if (cap > 0) != (group in CACHE_FROM_BOOT):
+                raise ToolError("%s: the pool's cap is %d after boot" % (group, cap))
             rec = run_group(tb, group, self.profile, minutes, switch)
-            rec.update({"mode": mode, "dom0_args": dom0_args, "ptcache_at_start": enabled})
+            rec.update({"mode": mode, "dom0_args": dom0_args, "pool_cap_at_start": cap})
             if rec["invariant_violations"] is None:
                 raise ToolError("%s: Xen's audit was unavailable (xenpvsw audit failed)" % group)
             if rec["invariant_violations"]:
@@ -604,13 +647,14 @@ class Study:
     def write_groups(self, parts, recs):
         meta = self.meta(parts, workload="churn " + " ".join(CHURN_SHAPE), timing="counts are exact")
         flush = [r for rec in recs for r in rec["flush_rows"]]
-        levels = [r for rec in recs for r in rec["level_rows"]]
-        runs = [{k: v for k, v in rec.items() if k not in ("flush_rows", "level_rows")} for rec in recs]
+        pools = [r for rec in recs for r in rec["pool_rows"]]
+        runs = [{k: v for k, v in rec.items() if k not in ("flush_rows", "pool_rows", "timing_rows")}
+                for rec in recs]
         write_experiment(self.results, "flush_frequency", meta, flush, runs=runs)
         size_rows = [{k: r[k] for k in ("group", "minute", "level", "pool", "in_use")}
-                     for r in levels if r["group"] in CACHE_GROUPS]
+                     for r in pools if r["group"] in CACHE_GROUPS]
         write_experiment(self.results, "cache_size", meta, size_rows, summary=cache_size_summary(recs))
-        write_experiment(self.results, "cache_miss", meta, cache_miss_rows(levels))
+        write_experiment(self.results, "cache_miss", meta, cache_miss_rows(pools))
 
     def run_timing_boot(self, parts):
         # -icount: dom0's clock counts executed instructions (1 ns each), so host load does not
@@ -620,16 +664,18 @@ class Study:
             self.booted("timing", tb)
             session = measure.Session(tb)
             runs = run_plan(session, self.profile.timing_plan(), lambda m: self.progress("timing " + m))
-            # Per-level alloc/free time: the cache off, then switched on, in this one boot.
-            session.configure_ptcache({"enabled": 0, "policy": "paper", "timing": 1})
+            # Per-level alloc/free time: the pool off, then switched on, in this one boot.
+            session.configure_pool(measure.cache_settings(False))
+            start_profile(tb)
             busy = run_group(tb, "dyn", self.profile, self.profile.timing_busy_minutes, self.profile.switch_minute)
-            session.configure_ptcache({"enabled": 0, "timing": 0})
+            stop_profile(tb)
+            session.configure_pool(measure.cache_settings(False))
         meta = self.meta(parts, timing=TIMING_ICOUNT)
         write_experiment(self.results, "pt_alloc_free_time",
                          dict(meta, workload="churn " + " ".join(CHURN_SHAPE), timing=TIMING_BUSY_ICOUNT),
-                         busy["level_rows"],
-                         runs=[{k: v for k, v in busy.items() if k not in ("flush_rows", "level_rows")}],
-                         summary=alloc_free_summary(busy["level_rows"], self.profile.switch_minute))
+                         busy["timing_rows"],
+                         runs=[{k: v for k, v in busy.items() if k not in ("flush_rows", "pool_rows", "timing_rows")}],
+                         summary=alloc_free_summary(busy["timing_rows"], self.profile.switch_minute))
         lat_rows = [{"round": r["round"], "group": r["group"], "what": r["what"], "ops": r["ops"],
                      "mean_us": r["result"]["time_us"], "median_us": r["result"]["median_us"],
                      "min_us": r["result"]["min_us"], "max_us": r["result"]["max_us"],
@@ -738,15 +784,15 @@ def alloc_free_summary(levels, switch):
 
 
 def cache_size_summary(recs):
-    """Pool versus in-use page-table pages per level at the end of the groups with the cache."""
+    """Pool pages against declared page-table pages in use at the end of the groups with the
+    cache (one pool for every level)."""
     out = {}
     for rec in recs:
         if rec["group"] not in CACHE_GROUPS:
             continue
-        pt = rec["ptcache_end"]
-        s = {lv: {"pool": pt[lv + "_pool"], "in_use": pt[lv + "_in_use"]} for lv in LEVELS}
-        pool = sum(v["pool"] for v in s.values())
-        in_use = sum(v["in_use"] for v in s.values())
+        pt = rec["pool_end"]
+        pool, in_use = pt["pages"], pt["in_use"]
+        s = {}
         mi = rec["meminfo_kb"]
         used_kb = mi["MemTotal"] - mi["MemAvailable"]
         s["total"] = {"pool": pool, "in_use": in_use, "pool_kb": pool * 4, "dom0_used_kb": used_kb,
@@ -758,7 +804,7 @@ def cache_size_summary(recs):
 def cache_miss_rows(levels):
     rows = []
     for group in CACHE_GROUPS:
-        for lv in LEVELS:
+        for lv in (POOL_LEVEL,):
             rs = [r for r in levels if r["group"] == group and r["level"] == lv]
             if not rs:
                 continue
