@@ -199,7 +199,7 @@ def patches(kind):
 
 # The race tests' broken shapes that every make test runs (tests/fixtures): their debug kernels
 # are built with the rest.
-DEFAULT_RACE_FIXTURES = ()
+DEFAULT_RACE_FIXTURES = ("linux-broken/free-to-the-page-allocator.patch",)
 
 
 def testbed_linux_series(broken=()):

@@ -67,7 +67,8 @@ PASSTHROUGH_PER_BOOT = 5
 # the tests also count marked frames that are no table at the end, so these rates are lower
 # bounds on theirs. patches/linux alone is the control: it must catch nothing.
 FIXTURE_ROUNDS = 10
-FIXTURES = (("patches/linux", (), ()),) + tuple((os.path.basename(f), (f,), ()) for f in build.DEFAULT_RACE_FIXTURES)
+FIXTURES = (("patches/linux", (), ()),) + tuple((os.path.basename(f)[:-len(".patch")], (f,), ())
+                                                for f in build.DEFAULT_RACE_FIXTURES)
 
 
 class Census:

@@ -1,11 +1,12 @@
 """flushless series: what the Linux series (patches/linux) must show, measured on the testbed.
 
 Experiments (each writes RESULTS/NAME.json and RESULTS/NAME.csv):
-  offstock   the series built with the cache off against vanilla (same source and config,
-             no series), -icount, 1 vCPU, fork+exit and fork+exec, median of R runs per boot
+  offstock   the series booted with the pool off (xen_pgtable_pool=0) against vanilla (same
+             source and config, no series), -icount, 1 vCPU, fork+exit and fork+exec, median of
+             R runs per boot
   native     the kernels booted without Xen (no IOMMU), -icount, 1 vCPU: vanilla; the series,
-             which must refuse to switch on; the series with testbed/linux's no-op ops, cache
-             off and on: the paper's proposed native port
+             which has no pool there; the series with testbed/linux's pool that declares
+             nothing, off and on: the paper's proposed native port
   protection strict mode with the cache on against relaxed mode (no DMA protection at all),
              -icount, 1 vCPU, lat_proc fork and exec, median of R runs, cache off and on in each
   flushes    cache on (adaptive, warm) against off, invalidations per operation for fork+exit,
@@ -14,8 +15,8 @@ Experiments (each writes RESULTS/NAME.json and RESULTS/NAME.csv):
   workloads  churn's default shape without residents, the study's busy state and a shell
              script in bursts: invalidations with the cache on against off, pool against use
   boots      N boots per kernel and TCG threading, none retried: crashes and stalls counted
-  soak       churn for M minutes with the cache switched every minute, tunables and policy
-             changed at random, drop_caches and a memory hog in between; then every check
+  soak       churn for M minutes with the pool switched every minute, its cap and the study's
+             policy changed at random, drop_caches and a memory hog in between; then every check
 
 Counts decide; times are emulation times: -icount medians (offstock) or compared within one
 boot, interleaved (scale, the relaxed comparison).
@@ -78,7 +79,7 @@ def _check_clean(session, what):
     audit = measure.parse_stats(session.tb.check("xenpvsw audit 0"))
     if audit.get("violations"):
         raise ToolError("%s: Xen's audit found %d violations" % (what, audit["violations"]))
-    bad = session.tb.check("dmesg | grep -E 'Bad page|WARNING: CPU|BUG:|ptcache: could not' || true")
+    bad = session.tb.check("dmesg | grep -E 'Bad page|WARNING: CPU|BUG:|pgtable pool: pfn' || true")
     return audit, bad
 
 
@@ -87,21 +88,22 @@ LAT_PROC = (("fork", ["--n", "200", "--warmup", "50"]), ("exec", ["--n", "100", 
 
 
 def offstock(results, console_dir, rounds=5):
-    """Built kernel, cache never on, against vanilla: -icount, 1 vCPU, R rounds each."""
+    """Built kernel, pool off at boot, against vanilla: -icount, 1 vCPU, R rounds each."""
     rows = []
     for kernel in ("vanilla", "built"):
         parts = build.Parts(kernel).ensure()
-        with _boot(parts, console_dir, "offstock-" + kernel, smp=1, icount=True) as tb:
+        args = ("xen_pgtable_pool=0",) if kernel == "built" else ()
+        with _boot(parts, console_dir, "offstock-" + kernel, smp=1, icount=True, dom0_args=args) as tb:
             session = measure.Session(tb)
             active = None
             if kernel == "built":
-                active = measure.parse_stats(tb.check("cat /sys/kernel/mm/ptcache/stats"))["active"]
+                active = int(session.pool_get("max_pages"))
             for r in range(rounds):
                 for what, argv in LAT_PROC:
                     rec = session.run("lat_proc", ["--what", what] + argv)
                     rows.append({"kernel": kernel, "release": tb.release, "round": r, "what": what,
                                  "mean_us": rec["result"]["time_us"], "median_us": rec["result"]["median_us"],
-                                 "qi_iotlb_inv_per_op": rec["per_op"]["qi_iotlb_inv"], "ptcache_active": active})
+                                 "qi_iotlb_inv_per_op": rec["per_op"]["qi_iotlb_inv"], "pool_cap": active})
     summary = {}
     for what in ("fork", "exec"):
         med = {k: statistics.median(r["mean_us"] for r in rows if r["kernel"] == k and r["what"] == what)
@@ -115,16 +117,15 @@ def offstock(results, console_dir, rounds=5):
 
 
 def _must_refuse(tb, what):
-    """Switching the cache on must fail and leave it off (no hypervisor takes declarations)."""
-    out = tb.check("echo 1 > /sys/kernel/mm/ptcache/enabled 2>&1 || echo refused; "
-                   "cat /sys/kernel/mm/ptcache/enabled")
-    if out[-2:] != ["refused", "0"]:
+    """No pool where no hypervisor takes declarations: its debugfs directory is absent."""
+    out = tb.check("test -e %s && echo present || echo absent" % measure.POOL_DIR)
+    if out[-1:] != ["absent"]:
         raise ToolError("%s: %s" % (what, out))
     return out
 
 
 NATIVE_KERNELS = (("vanilla", None, ()), ("built", None, ()),
-                  ("testbed", build.testbed_linux_series(), ("ptcache_test_native_ops=1",)))
+                  ("testbed", build.testbed_linux_series(), ("xen_pgtable_pool_test_native=1",)))
 
 
 def native(results, console_dir, rounds=5, name="native"):
@@ -143,15 +144,15 @@ def native(results, console_dir, rounds=5, name="native"):
             for r in range(rounds):
                 for cache in ((0, 1) if r % 2 == 0 else (1, 0)) if kernel == "testbed" else (None,):
                     if cache is not None:
-                        tb.check("echo %d > /sys/kernel/mm/ptcache/enabled" % cache)
+                        measure.Session(tb).configure_pool(measure.cache_settings(cache))
                     for what, argv in (("fork", "--n 200 --warmup 50"), ("exec", "--n 100 --warmup 20")):
                         result, _ = workloads.parse_output(tb.check("lat_proc --what %s %s" % (what, argv)))
                         rows.append({"kernel": kernel, "release": tb.release, "cache": cache, "round": r,
                                      "what": what, "mean_us": result["time_us"], "median_us": result["median_us"]})
             if kernel == "testbed":
-                s = measure.parse_stats(tb.check("cat /sys/kernel/mm/ptcache/stats"))
-                end_stats = {k: s[k] for k in ("pte_hits", "pte_misses", "ops") if k in s}
-    summary = {"ptcache_stats_end": end_stats, "series_refused_on": refused}
+                s = measure.Session(tb).pool_stats()
+                end_stats = {k: s[k] for k in ("hits", "misses", "marked") if k in s}
+    summary = {"pool_stats_end": end_stats, "series_has_no_pool": refused}
     for what in ("fork", "exec"):
         med = {name: statistics.median(r["mean_us"] for r in rows if r["kernel"] == k and r["cache"] == c
                                        and r["what"] == what)
@@ -174,11 +175,11 @@ def protection(results, console_dir, rounds=5):
         with _boot(parts, console_dir, "protection-" + mode, smp=1, icount=True, mode=mode) as tb:
             session = measure.Session(tb)
             if mode == "relaxed":
-                # No IOMMU sync, so Xen refuses marks and ptcache has no ops: it must stay off.
-                _must_refuse(tb, "protection: ptcache switched on in relaxed mode")
+                # No IOMMU sync, so Xen offers no declarations: there is no pool.
+                _must_refuse(tb, "protection: a pool in relaxed mode")
             for r in range(rounds):
                 for cache in (0, 1) if mode == "strict" else (0,):
-                    session.configure_ptcache({"enabled": cache})
+                    session.configure_pool(measure.cache_settings(cache))
                     for what, argv in LAT_PROC:
                         rec = session.run("lat_proc", ["--what", what] + argv)
                         rows.append({"mode": mode, "cache": cache, "round": r, "what": what,
@@ -210,7 +211,7 @@ def flushes(results, console_dir, smps=(1, 2, 4, 8), modes=("strict",)):
             with _boot(parts, console_dir, "flushes-%s-%d" % (mode, smp), smp=smp, mode=mode) as tb:
                 session = measure.Session(tb)
                 for cache in (0, 1):
-                    session.configure_ptcache({"enabled": cache})
+                    session.configure_pool(measure.cache_settings(cache))
                     for label, name, argv in (FORK, EXEC, TOUCH):
                         rec = session.run(name, argv)
                         rows.append({"smp": smp, "mode": mode, "cache": cache, "what": label, "ops": rec["ops"],
@@ -246,7 +247,7 @@ def scale(results, console_dir, smps=(1, 2, 4, 8), rounds=4):
             session = measure.Session(tb)
             for r in range(rounds):
                 for cache in (0, 1) if r % 2 == 0 else (1, 0):
-                    session.configure_ptcache({"enabled": cache})
+                    session.configure_pool(measure.cache_settings(cache))
                     rec = session.run("forkbench", ["--n", "100", "--warmup", "20", "--procs", str(smp)])
                     rows.append({"smp": smp, "tcg_thread": tcg_thread, "round": r, "cache": cache, "ops": rec["ops"],
                                  "ops_per_s": rec["result"]["ops_per_s"],
@@ -271,16 +272,15 @@ def workloads_exp(results, console_dir):
         session = measure.Session(tb)
         for label, name, argv in WORKLOADS:
             for cache in (0, 1):
-                session.configure_ptcache({"enabled": cache})
+                session.configure_pool(measure.cache_settings(cache))
                 session.run(name, argv)  # warm: the pools fill (or not) as they would
                 rec = session.run(name, argv)
-                pt = rec.get("ptcache", {})
+                pt = rec.get("pool", {})
                 meminfo = dict(line.split(":", 1) for line in tb.check("cat /proc/meminfo") if ":" in line)
                 rows.append({"workload": label, "cache": cache, "ops": rec["ops"],
                              "qi_iotlb_inv": rec["counters"]["qi_iotlb_inv"],
-                             "pool_pages": pt.get("pool_pages"),
-                             "page_tables_in_use": sum(pt.get(lv + "_in_use", 0) for lv in
-                                                       ("pgd", "pgd_user", "pud", "pmd", "pte")),
+                             "pool_pages": pt.get("pages"),
+                             "page_tables_in_use": pt.get("in_use"),
                              "page_tables_kb": int(meminfo.get("PageTables", "0 kB").split()[0]),
                              "anon_kb": int(meminfo.get("AnonPages", "0 kB").split()[0]),
                              "violations": rec.get("invariant_violations")})
@@ -303,16 +303,15 @@ def soak(results, console_dir, minutes=30, seed=1):
     parts = build.Parts("built").ensure()
     rows = []
     # init_on_free=1 makes the page allocator check every freed page's flags: a page that
-    # reached it still declared to Xen (PG_private_2) is reported as a "Bad page state".
+    # reached it still declared to Xen (PT_pooled, PG_private) is reported as a "Bad page state".
     with _boot(parts, console_dir, "soak", dom0_args=("init_on_free=1",)) as tb:
         session = measure.Session(tb)
         t_end = time.monotonic() + minutes * 60
         m = 0
         while time.monotonic() < t_end:
-            settings = {"policy": rng.choice(("adaptive", "paper")), "idle_ms": rng.choice((100, 1000, 10000)),
-                        "max_pages": rng.choice((16, 256, 4096)), "ratio": rng.choice((1, 2, 4)),
-                        "enabled": m % 2}
-            session.configure_ptcache(settings)
+            settings = {"max_pages": rng.choice((16, 256, 4096)) if m % 2 else 0,
+                        "paper_ratio": rng.choice((0, 0, 1, 2, 4))}
+            session.configure_pool(settings)
             extra = rng.choice(("drop_caches", "hog", "none"))
             cmd = "churn --duration 50 --rate 600 --resident %d >/dev/null" % rng.choice((0, 4))
             if extra == "drop_caches":
@@ -320,20 +319,23 @@ def soak(results, console_dir, minutes=30, seed=1):
             elif extra == "hog":
                 cmd += " & sleep 20; forkbench --n 1 --touch-mb 600 >/dev/null; wait"
             tb.check(cmd, timeout=600)
-            s = measure.parse_stats(tb.check("cat /sys/kernel/mm/ptcache/stats"))
-            rows.append(dict(settings, minute=m, extra=extra, pool_pages=s["pool_pages"], owed=s["owed"],
-                             quarantined=s["quarantined"], active=s["active"]))
-            if s["pool_pages"] > settings["max_pages"]:
-                raise ToolError("soak: pool holds %d pages over its cap %d" % (s["pool_pages"], settings["max_pages"]))
-            log("soak: minute %d: %s, %s, pool %d pages" % (m, settings, extra, s["pool_pages"]))
+            s = session.pool_stats()
+            rows.append(dict(settings, minute=m, extra=extra, pool_pages=s["pages"], in_use=measure.pool_in_use(s),
+                             leaked=s["leaked"], unmark_retried=s["unmark_retried"]))
+            if s["pages"] > settings["max_pages"] + s["unmark_retried"]:
+                raise ToolError("soak: pool holds %d pages over its cap %d" % (s["pages"], settings["max_pages"]))
+            log("soak: minute %d: %s, %s, pool %d pages" % (m, settings, extra, s["pages"]))
             m += 1
-        session.configure_ptcache({"enabled": 0})
+        session.configure_pool({"max_pages": 0, "paper_ratio": 0})
         audit, bad = _check_clean(session, "soak")
-        s = measure.parse_stats(tb.check("cat /sys/kernel/mm/ptcache/stats"))
+        s = session.pool_stats()
+    # Marked frames after off: declared tables still in use (those of the shell and its
+    # children), none in the pool; the audit checks each is a table or a pool page.
     summary = {"minutes": m, "violations": audit["violations"], "dmesg_warnings": bad,
-               "marked_frames_after_off": audit.get("marked"), "quarantined": s["quarantined"],
-               "pool_pages_after_off": s["pool_pages"],
-               "ok": not audit["violations"] and not bad and s["pool_pages"] == 0 and not s["quarantined"]}
+               "marked_frames_after_off": audit.get("marked"), "declared_in_use_after_off": measure.pool_in_use(s),
+               "leaked": s["leaked"], "pool_pages_after_off": s["pages"],
+               "ok": not audit["violations"] and not bad and s["pages"] == 0 and not s["leaked"]
+                     and audit.get("marked") == measure.pool_in_use(s)}
     log("soak: %s" % summary)
     _write(results, "soak", rows, summary=summary, seed=seed)
     if not summary["ok"]:

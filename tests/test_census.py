@@ -247,9 +247,9 @@ def test_a_broken_shape_is_caught_by_left_pages_or_a_finding_and_counted(tmp_pat
                 "load_failures": [], "death_lines": [], "summary": "s"}
     monkeypatch.setattr(raceload, "run", run)
     fake_testbed.take_findings = lambda self: state["found"]
-    c = census.Census(str(tmp_path), dict(census.QUICK, fixtures=3), only="no-recheck,")
+    c = census.Census(str(tmp_path), dict(census.QUICK, fixtures=3), only="free-to-the-page-allocator,")
     c.run_fixtures()
-    rows = c.done(census.fixture_config("no-recheck"))
+    rows = c.done(census.fixture_config("free-to-the-page-allocator"))
     assert [r["outcome"] for r in rows] == ["caught", "caught", "ok"], rows
     cell = census.table(c.rows, link_prefix="").splitlines()[-1]
     assert "1 of 3 ok, 30 rounds (3 left pages)" in cell and "caught 2" in cell, cell

@@ -362,9 +362,13 @@ def test_fallback_rekeys_the_part_and_the_pin_keeps_its_key(tmp_path, mirror, mo
 def test_pinned_keys_unchanged():
     """The cache keys of the parts built from the pins still hash the pinned versions only."""
     assert ("xen-source", "4.20.3+127-gc42374a105-0+deb13u1") in build.Xen().pinned_inputs()
-    assert ("linux-source", "6.12.107-1") in build.BuiltKernel().pinned_inputs()
+    assert ("linux-source", "7.3.4-1~bpo13+1") in build.BuiltKernel().pinned_inputs()
     assert build.LINUX_SOURCE_DEBIAN.version == build.LINUX_VERSION
-    assert build.LINUX_IMAGE_DEBIAN.name_matcher(build.LINUX_IMAGE).fullmatch("linux-image-6.12.117+deb13-amd64")
+    # Debian's 7.3 image is three packages whose names carry the kernel ABI: a later 7.3 matches.
+    for pin in build.LINUX_IMAGE_DEBS:
+        later = pin.package.replace("7.3.4+", "7.3.11+")
+        assert build.LINUX_IMAGE_DEBIAN.name_matcher(pin.package).fullmatch(later)
+        assert not build.LINUX_IMAGE_DEBIAN.name_matcher(pin.package).fullmatch(later.replace("7.3.", "7.4."))
     assert [w.version for w in build.TOOLSTACK_DEBIAN][0] == build.XEN_SOURCE_VERSION
 
 
@@ -377,17 +381,17 @@ def _reachable(url):
 
 
 def test_real_trixie_index():
-    """The real archive, indices only (no package file is downloaded): trixie's InRelease
-    verifies with Debian's keyring, and linux-source-6.12 has a 6.12 there; where the pin is
-    still listed, the index's sum is the one recorded in build.py."""
-    url = debian.DEFAULT_MIRROR + "/dists/trixie/InRelease"
+    """The real archive, indices only (no package file is downloaded): trixie-backports'
+    InRelease verifies with Debian's keyring, and linux-source-7.3 has a 7.3 there; where the
+    pin is still listed, the index's sum is the one recorded in build.py."""
+    url = debian.DEFAULT_MIRROR + "/dists/trixie-backports/InRelease"
     if os.environ.get("FLUSHLESS_DEBIAN_MIRROR") or not _reachable(url):
         pytest.skip("deb.debian.org unreachable (or another mirror set): the real index cannot be checked")
     if not os.path.exists(debian.DEFAULT_KEYRING):
         pytest.skip("debian-archive-keyring is not installed")
-    index = debian.load_suite("trixie", build.downloads("indices"))
+    index = debian.load_suite("trixie-backports", build.downloads("indices"))
     cands = debian.candidates(build.LINUX_SOURCE_DEBIAN, index)
-    assert cands, "trixie lists no linux-source-6.12 of series 6.12"
+    assert cands, "trixie-backports lists no linux-source-7.3 of series 7.3"
     for c in cands:
         if c.version == build.LINUX_VERSION:
             assert c.files[0][1] == build.LINUX_SOURCE_DEB.sha256

@@ -216,10 +216,10 @@ def test_a_changed_fingerprint_runs_the_stage_again(fake, capfd):
 
 
 def fake_rec(group):
-    levels = [{"group": group, "minute": 0, "level": lv, "hits": 9, "misses": 1, "pool": 2, "in_use": 3}
-              for lv in study.LEVELS]
-    return {"group": group, "flush_rows": [{"group": group, "minute": 0, "qi_iotlb_inv": 7}], "level_rows": levels,
-            "ptcache_end": {"%s_%s" % (lv, k): 1 for lv in study.LEVELS for k in ("pool", "in_use")},
+    pools = [{"group": group, "minute": 0, "level": study.POOL_LEVEL, "hits": 9, "misses": 1, "pool": 2,
+              "in_use": 3}]
+    return {"group": group, "flush_rows": [{"group": group, "minute": 0, "qi_iotlb_inv": 7}], "pool_rows": pools,
+            "timing_rows": [], "pool_end": {"pages": 2, "in_use": 3},
             "meminfo_kb": {"MemTotal": 1000, "MemAvailable": 600}}
 
 

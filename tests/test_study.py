@@ -8,20 +8,25 @@ from flushless import study
 from flushless.progress import ToolError
 
 
-def stats(pool=0, hits=0, alloc_ns=0, alloc_count=0):
-    lines = []
-    for lv in study.LEVELS:
-        lines += ["%s_hits %d" % (lv, hits), "%s_misses 1" % lv, "%s_pool %d" % (lv, pool), "%s_in_use 5" % lv,
-                  "%s_given_back 0" % lv, "%s_marked 0" % lv, "%s_mark_failed 0" % lv,
-                  "%s_alloc_ns %d" % (lv, alloc_ns), "%s_alloc_count %d" % (lv, alloc_count),
-                  "%s_free_ns 0" % lv, "%s_free_count 0" % lv]
-    return lines + ["pool_pages %d" % (5 * pool), "shrunk 0", "ops xen"]
+def stats(pool=0, hits=0, marked=10):
+    """The pool's debugfs files, as the study script prints them."""
+    return ["hits %d" % hits, "leaked 0", "mark_failed 0", "marked %d" % marked, "max_pages 4096",
+            "misses 1", "pages %d" % pool, "paper_ratio 0", "shrunk 0", "unmark_retried 0", "unmarked 0"]
 
 
-def sample(idx, t, inv, **kw):
+def profile(alloc_ns=0, alloc_count=0):
+    """ftrace's trace_stat/function0 for the per-level hooks (only the PTE level called)."""
+    return ["  Function                               Hit    Time            Avg             s^2",
+            "  --------                               ---    ----            ---             ---",
+            "  xen_alloc_pte                 %8d    %.3f us     1.000 us        0.000 us" % (alloc_count,
+                                                                                          alloc_ns / 1000)]
+
+
+def sample(idx, t, inv, alloc_ns=0, alloc_count=0, **kw):
     return (["@@sample %s %s" % (idx, t), "vtd_qi_iotlb_inv %d" % inv, "pv_iommu_unmap_type %d" % inv,
-             "pv_iommu_map_type 0", "pv_iommu_unmap_final_put 0", "vtd_qi_iotlb_inv_skipped 0", "@@ptcache"]
-            + stats(**kw) + ["@@meminfo", "MemTotal: 1000 kB", "MemAvailable: 600 kB", "PageTables: 40 kB"])
+             "pv_iommu_map_type 0", "pv_iommu_unmap_final_put 0", "vtd_qi_iotlb_inv_skipped 0", "@@pool"]
+            + stats(**kw) + ["@@profile"] + profile(alloc_ns, alloc_count)
+            + ["@@meminfo", "MemTotal: 1000 kB", "MemAvailable: 600 kB", "PageTables: 40 kB"])
 
 
 def output(switch=True):
@@ -38,13 +43,18 @@ def test_parse_study_and_minute_rows():
     assert [s["index"] for s in samples] == ["0", "1", "2", "end"]
     assert switched == 115.2 and status == 0 and audit["violations"] == 0
     assert samples[1]["meminfo"]["MemAvailable"] == 600
+    # Declared in use: marked, less unmarked, leaked and what the pool holds.
+    assert samples[1]["pool"]["in_use"] == 8
     from flushless import workloads
     result, rows = workloads.parse_output(out)
-    flush, levels = study.minute_rows("dyn", samples, rows)
+    flush, pools, timing = study.minute_rows("dyn", samples, rows)
     assert [r["qi_iotlb_inv"] for r in flush] == [100, (4294967295 - 110) % 2 ** 32]
     assert [r["created"] for r in flush] == [500, 500]
-    pte = [r for r in levels if r["level"] == "pte"]
-    assert [(r["hits"], r["pool"], r["avg_alloc_ns"]) for r in pte] == [(3, 2, 1000.0), (6, 4, 1000.0)]
+    assert [(r["level"], r["hits"], r["pool"], r["in_use"]) for r in pools] == [("all", 3, 2, 8), ("all", 6, 4, 6)]
+    pte = [r for r in timing if r["level"] == "pte"]
+    assert [(r["alloc_count"], r["avg_alloc_ns"]) for r in pte] == [(3, 1000.0), (6, 1000.0)]
+    pmd = [r for r in timing if r["level"] == "pmd"]
+    assert [(r["alloc_count"], r["avg_alloc_ns"]) for r in pmd] == [(0, None), (0, None)]
 
 
 def test_parse_study_rejects_truncated_output():
@@ -61,9 +71,9 @@ def test_paired_summary_and_cache_miss():
     assert s["baseline"]["mean"] == 105 and s["dyn"]["mean"] == 85
     assert s["dyn_vs_baseline"] == pytest.approx(85 / 105 - 1, abs=1e-5)
     assert s["se_rel"] > 0
-    levels = [{"group": "pre", "level": lv, "hits": 9, "misses": 1} for lv in study.LEVELS]
-    miss = study.cache_miss_rows(levels)
-    assert len(miss) == 5 and miss[0]["miss_probability"] == 0.1
+    pools = [{"group": "pre", "level": study.POOL_LEVEL, "hits": 9, "misses": 1}]
+    miss = study.cache_miss_rows(pools)
+    assert len(miss) == 1 and miss[0]["miss_probability"] == 0.1
 
 
 def test_profiles_fit_the_busy_state():
@@ -120,7 +130,7 @@ def test_alloc_free_time_off_against_on_in_one_boot():
     # Minutes before the switch are off, from switch + 2 on; the two in between are skipped.
     levels = [{"group": "dyn", "minute": m, "level": lv, "alloc_count": 10, "free_count": 10,
                "alloc_ns": 10 * (2000 if m < 2 else 9999 if m < 4 else 1000), "free_ns": 10 * 500}
-              for m in range(6) for lv in study.LEVELS]
+              for m in range(6) for lv in study.TIMING_LEVELS]
     s = study.alloc_free_summary(levels, 2)
     assert set(s) == {"off", "on"}
     assert s["off"]["all"]["avg_alloc_ns"] == 2000 and s["on"]["all"]["avg_alloc_ns"] == 1000
