@@ -199,7 +199,7 @@ def patches(kind):
 
 # The race tests' broken shapes that every make test runs (tests/fixtures): their debug kernels
 # are built with the rest.
-DEFAULT_RACE_FIXTURES = ("linux-broken/free-to-the-page-allocator.patch",)
+DEFAULT_RACE_FIXTURES = ("linux-broken/free-to-the-page-allocator.patch", "linux-broken/tag-a-table-in-flight.patch")
 
 
 def testbed_linux_series(broken=()):
@@ -490,8 +490,8 @@ class DebianKernel(Kernel):
 
 class BuiltKernel(Kernel):
     """linux-source-7.3 (trixie-backports) with patches/linux/ applied, x86_64_defconfig +
-    xen.config + our fragment. vanilla=True: the same source and config without the series
-    (CONFIG_PTCACHE does not exist there), so that "off = stock" compares like with like.
+    xen.config + our fragment. vanilla=True: the same source and config without the series,
+    so that "off = stock" compares like with like.
     debug=True: the debug fragment (testbed/linux/debug.config) merged on top."""
 
     name = "linux-built"
@@ -505,8 +505,8 @@ class BuiltKernel(Kernel):
             self.name += "-debug"
         self.series = patches("linux") if series is None else series
         self.jobs = jobs or nproc()
-        # A prefix of the series (or none) does not offer every option of the fragment
-        # (CONFIG_PTCACHE needs the x86 patch): then a dropped line only warns.
+        # A prefix of the series (or none) does not offer every option of the fragments
+        # (the pool's KUnit suite needs patches/linux 0004): then a dropped line only warns.
         self.partial = series is not None and series != patches("linux")
 
     def version(self):

@@ -3,7 +3,7 @@ boot's logs when it ends (Testbed.__exit__, Guest.stop) and fails on anything fo
 
 - Kernel lines (dom0's and each domU's dmesg, read whole at the end: the console shows only
   emergencies, `dmesg -n 1`): warnings, bad pages, oopses, lockups, RCU stalls, list
-  corruption, a user-space process killed by a signal, ptcache's own errors.
+  corruption, a user-space process killed by a signal, the page-table pool's own errors.
 - Xen's lines (the console log): failed assertions, Xen's BUG and WARN, IOMMU faults and the
   series' own error lines (patches/xen).
 
@@ -15,8 +15,8 @@ import re
 # For grep -E in the guest as well as for Python's re: no Python-only syntax.
 KERNEL = (r"WARNING:|BUG:|Oops|Bad page|kernel BUG|soft lockup|hard LOCKUP|rcu: INFO|self-detected stall"
           r"|blocked for more than|general protection fault|list_(add|del) corruption|UBSAN:|refcount_t:"
-          r"|page dumped because|ptcache: could not|potentially unexpected fatal signal|segfault at |traps: "
-          r"|could not pin a PGD from ptcache|Xen took a mark but not its removal|Out of memory: Killed process"
+          r"|page dumped because|pgtable pool: pfn|potentially unexpected fatal signal|segfault at |traps: "
+          r"|Out of memory: Killed process"
           r"|page allocation failure")
 XEN = (r"^\(XEN\).*(Assertion '|Xen BUG at|Xen WARN at|FATAL|Panic on CPU|DMAR:\[|\[VT-D\].*\b[Ff]ault\b"
        r"|is in the IOMMU|IOTLB flush of .* failed|domain_crash called from)")

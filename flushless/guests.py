@@ -121,7 +121,7 @@ class Guest:
 
 
 class GuestSession(measure.Session):
-    """measure.Session with the workload and ptcache in a domU; counters and audit in dom0."""
+    """measure.Session with the workload and the page-table pool in a domU; counters and audit in dom0."""
 
     where = "domU"
 

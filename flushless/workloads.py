@@ -118,7 +118,9 @@ WORKLOADS = {w.name: w for w in [
              [Opt("bursts", lo=1, hi=100000), Opt("k", lo=1, hi=10000), Opt("gap-ms", lo=0, hi=600000), HELLO,
               Opt("warmup", lo=0, hi=100000)], sync=True),
     Workload("ptfault", "T threads fault in the same fresh 2 MiB ranges at once: lost PTE-page races freed "
-             "from process context", [Opt("threads", lo=1, hi=64), Opt("ranges", lo=1, hi=4096), N], sync=True),
+             "from process context", [Opt("threads", lo=1, hi=64), Opt("ranges", lo=1, hi=4096), N,
+                                      Opt("dontneed", "flag", help="thread 0 empties each range (MADV_DONTNEED: "
+                                          "PT_RECLAIM frees its PTE page) as the others fault in")], sync=True),
     Workload("pagetable_bench", "fork cost against resident memory (4 KB .. 128 MB)",
              [Opt("min-kb", lo=4, hi=16777216), Opt("max-kb", lo=4, hi=16777216), N]),
     Workload("tlb_bench", "access latency against map size (4 KB .. 256 MB), random page order",

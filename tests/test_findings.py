@@ -14,7 +14,7 @@ CONSOLE = """\
 (XEN) d1: IOTLB flush of 16 marked pages failed: -5
 (XEN) mm.c:1234:d0v1 Bad type (saw 1000000000000002 != exp 2000000000000000) for mfn 1234
 domU| [   12.3] WARNING: CPU: 0 PID: 77 at mm/page_alloc.c:4567 __alloc_pages+0x1/0x2
-domU| ptcache: switched on
+domU| xen: pgtable pool: Xen refuses declarations: pool off
 @@FL-E3-12345 0@@
 """
 

@@ -156,7 +156,7 @@ def test_pv_passthrough_domu_cache_off_and_on(passthrough):
     session.set_aslr(False)
     recs = {}
     for cache in (0, 1):
-        session.configure_ptcache({"enabled": cache})
+        session.configure_pool(measure.cache_settings(cache))
         for label, argv in designs.FORKBENCH:
             rec = session.run("forkbench", argv)
             assert rec["invariant_violations"] == 0, rec["audit"]
@@ -165,7 +165,7 @@ def test_pv_passthrough_domu_cache_off_and_on(passthrough):
                v["counters"]["iommu_pt_coalesces"]) for k, v in recs.items()})
     for label, _ in designs.FORKBENCH:
         c = recs[(0, label)]["counters"]
-        # Cache off, ASLR off: about a strict dom0's type-change unmaps (tests/test_ptcache.py),
+        # Cache off, ASLR off: about a strict dom0's type-change unmaps (tests/test_pool.py),
         # one flush each, plus a flush per superpage coalesce at most (1 of slack: Xen's
         # counters are read one at a time).
         assert recs[(0, label)]["per_op"]["iommu_unmap_type"] == pytest.approx(PASSTHROUGH_UNMAPS[label],
@@ -253,7 +253,7 @@ def test_swrace_in_the_domu(passthrough):
     # The domU's own threads race marks, pins and give-backs on its frames; dom0 audits them after every round (guestrun answers its requests).
     tb, g = passthrough
     session = guests.GuestSession(tb, g)
-    session.configure_ptcache({"enabled": 1})
+    session.configure_pool(measure.cache_settings(True))
     rec = session.run("swrace", ["--rounds", "2000", "--seconds", "0"])
     print("swrace in the domU:", rec["result"], rec["rows"])
     assert rec["rounds"] == 2000, rec["result"]
@@ -267,7 +267,7 @@ def test_dmasweep_in_the_domu(passthrough):
     # The domU's device reads the domU's frames: its page tables fault, its writable pages read.
     tb, g = passthrough
     session = guests.GuestSession(tb, g)
-    session.configure_ptcache({"enabled": 1})
+    session.configure_pool(measure.cache_settings(True))
     session.run("forkbench", ["--n", "100"])
     # Every page-table frame is read (475-490), and the writable ones sampled to make up 700
     # reads (edu takes 100 ms of guest time per DMA). With 600, frames changing kind during the

@@ -197,7 +197,7 @@ def sweep_session(tmp_path_factory):
 
 @pytest.mark.parametrize("cache", ["off", "on"])
 def test_dmasweep_after_churn(sweep_session, cache):
-    sweep_session.configure_ptcache({"enabled": 1 if cache == "on" else 0})
+    sweep_session.configure_pool(measure.cache_settings(cache == "on"))
     churn = sweep_session.run("churn", CHURN)
     assert churn["invariant_violations"] == 0
     rec = sweep_session.run("dmasweep", ["--max-frames", SWEEP_FRAMES])

@@ -109,7 +109,7 @@ def test_cache_on_in_caching_mode_removes_the_flushes(built_parts, tmp_path):
     with Testbed(config(built_parts, mode="strict", caching_mode=True), str(tmp_path / "console.log")) as tb:
         session = measure.Session(tb)
         session.set_aslr(False)
-        session.configure_ptcache({"enabled": 1})
+        session.configure_pool(measure.cache_settings(True))
         rec = session.run("forkbench", ["--n", "200", "--warmup", "100"])
     per_op = rec["per_op"]
     assert per_op["qi_iotlb_inv"] <= 0.05 and per_op["iommu_map_type"] <= 0.05, per_op

@@ -6,6 +6,12 @@
  * not through an mmu_gather and its RCU grace period.  munmap() then frees
  * the installed ones through the gather.  Multi-threaded programs that
  * touch fresh memory together (runtimes, allocators) do the same.
+ *
+ * --dontneed: thread 0 empties each range with MADV_DONTNEED while the
+ * others fault into it, four times per range.  The kernel frees a PTE page
+ * emptied that way under the mmap read lock (PT_RECLAIM), while another
+ * thread may be taking its lock in pte_offset_map_lock(): the table stays
+ * in flight, its lock live, until a grace period has passed.
  */
 #include "common.h"
 
@@ -27,12 +33,14 @@ static const char usage[] =
 	"  --threads T  threads touching at once, 1..64 (default 4)\n"
 	"  --ranges R  2 MiB ranges per round, 1..4096 (default 64)\n"
 	"  --n N  timed rounds, 1..10000000 (default 100)\n"
+	"  --dontneed  thread 0 empties each range (MADV_DONTNEED) as the others fault in, 4 times\n"
 	"  --help  print this help and exit\n"
-	"Output: result ops=<N x R ranges> time_us=<mean per round> threads=T ranges=R\n";
+	"Output: result ops=<N x R ranges> time_us=<mean per round> threads=T ranges=R dontneed=0|1\n";
 
 static pthread_barrier_t start, done;
 static char *region;
 static uint64_t nthreads, nranges, rounds;
+static int dontneed;
 static atomic_uint arrived, generation;
 
 /* All touchers leave together: a futex barrier would wake them one by one. */
@@ -57,8 +65,15 @@ static void *toucher(void *arg)
 		pthread_barrier_wait(&start);
 		/* Range by range, each thread its own page: the faults race on the PMD. */
 		for (uint64_t i = 0; i < nranges; i++) {
-			spin_barrier();
-			region[i * RANGE + (id % (RANGE / PAGE)) * PAGE] = 1;
+			for (int k = 0; k < (dontneed ? 4 : 1); k++) {
+				spin_barrier();
+				if (dontneed && id == 0) {
+					if (madvise(region + i * RANGE, RANGE, MADV_DONTNEED))
+						die_sys("madvise MADV_DONTNEED");
+				} else {
+					region[i * RANGE + (id % (RANGE / PAGE)) * PAGE] = 1;
+				}
+			}
 		}
 		pthread_barrier_wait(&done);
 	}
@@ -91,6 +106,7 @@ int main(int argc, char **argv)
 		{ "threads", required_argument, NULL, 't' },
 		{ "ranges", required_argument, NULL, 'r' },
 		{ "n", required_argument, NULL, 'n' },
+		{ "dontneed", no_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
@@ -108,11 +124,14 @@ int main(int argc, char **argv)
 		case 't': nthreads = parse_u64("--threads", optarg, 1, 64); break;
 		case 'r': nranges = parse_u64("--ranges", optarg, 1, 4096); break;
 		case 'n': rounds = parse_u64("--n", optarg, 1, 10000000); break;
+		case 'd': dontneed = 1; break;
 		case 'h': help_exit();
 		default: bad_option(c, argv);
 		}
 	}
 	no_operands(argc, argv);
+	if (dontneed && nthreads < 2)
+		die("--dontneed needs --threads 2 or more (thread 0 empties, the others fault)");
 
 	if (pthread_barrier_init(&start, NULL, nthreads + 1) || pthread_barrier_init(&done, NULL, nthreads + 1))
 		die("pthread_barrier_init failed");
@@ -142,6 +161,7 @@ int main(int argc, char **argv)
 	out_f3("time_us", total / rounds);
 	out_u64("threads", nthreads);
 	out_u64("ranges", nranges);
+	out_u64("dontneed", dontneed);
 	out_end();
 	free(tids);
 	return 0;
