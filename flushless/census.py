@@ -346,7 +346,7 @@ def fixture_trial(tb):
     found = tb.take_findings()
     fields = {"rounds": res["rounds_read"], "rounds_left_pages": res["rounds_left_pages"],
               "deaths": res["deaths_by_signal"], "load_failures": res["load_failures"], "findings": found[:10]}
-    # What the tests take as caught (tests/test_pool_race.py, caught()); a load failure or
+    # What the tests take as caught (tests/test_pool_safety.py, caught()); a load failure or
     # an unread round is recorded, not counted.
     caught = res["rounds_left_pages"] or found
     return ("caught" if caught else "ok"), "%d of %d rounds left pages, %d findings; %s" % (

@@ -1,4 +1,4 @@
-"""The race tests' load (tests/test_pool_race.py), also run by the flake census.
+"""The race tests' load (tests/test_pool_safety.py), also run by the flake census.
 
 One fork loop per vCPU, each reporting a failed run with its exit status, and a ptfault loop
 whose threads lose PTE-page races; rounds of the pool switched on (its cap raised) for 0.2 s,

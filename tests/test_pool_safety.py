@@ -1,5 +1,7 @@
-"""Integration: the page-table pool switched on and off while every vCPU allocates and frees
-page tables, on 4 vCPUs.
+"""Integration: the page-table pool's safety on the testbed's debug kernel, each property
+against a broken shape of its own (tests/fixtures/linux-broken) that the test must catch.
+
+1. The pool switched on and off while every vCPU allocates and frees page tables, on 4 vCPUs.
 
 What must hold (issue 24, T2, "marked-frame conservation"): no declared page reaches the page
 allocator, and none is lost. A freed table goes back to the pool or is undeclared before it is
@@ -9,6 +11,12 @@ table in use, and their number is what the pool's counters say is declared and i
 init_on_free=1 makes the page allocator check every page freed to it: a declared one
 (PT_pooled, PG_private) is a "Bad page state". The test must find what each broken shape
 (tests/fixtures/linux-broken) does wrong, and nothing in patches/linux.
+
+2. MADV_DONTNEED freeing PTE tables under the mmap read lock (PT_RECLAIM) while other threads
+   fault into them: nothing may touch a table in flight (its lock is live).
+
+3. A memory cgroup's limit: a table taken from the pool is charged like a new page, so a tenant
+   cannot hold page tables beyond memory.max by taking them from the pool.
 """
 
 import glob
@@ -126,7 +134,7 @@ def test_dontneed_frees_tables_in_flight_safely(tmp_path):
 
 
 def caught(broken, tmp_path, test):
-    """What TEST ("switch" or "dontneed") finds against BROKEN fixtures: what fails, or a crash or
+    """What TEST ("switch", "dontneed" or "limit") finds against BROKEN fixtures: what fails, or a crash or
     a finding in the logs; None if it found nothing. A build or a boot that fails is no finding."""
     parts = race_parts(broken)
     try:
@@ -136,9 +144,12 @@ def caught(broken, tmp_path, test):
                      if res[k]}
             if res["marked"] != res["declared_in_use"]:
                 found["conservation"] = (res["marked"], res["declared_in_use"])
-        else:
+        elif test == "dontneed":
             res = dontneed_against_faults(parts, tmp_path)
             found = {k: res[k] for k in ("load_failures", "deaths", "dmesg", "violations") if res[k]}
+        else:
+            res = limit_against_the_pool(parts, tmp_path)
+            found = {"escaped": res} if not res["oom_kill"] and res["rc"] == 0 else {}
     except (Crashed, Found) as e:
         # A log the harness could not read is its own failure, not the shape's.
         if "could not be read" in str(e):
@@ -148,9 +159,43 @@ def caught(broken, tmp_path, test):
     return found or None
 
 
-# Each broken shape, against the test written to catch it; every make test runs both (one
+def limit_against_the_pool(parts, tmp_path):
+    """A memory cgroup's limit with the pool full (the review's T6): the pool is filled with
+    8192 tables, then forkdirty, in a cgroup limited to 40 MiB, maps 4096 PTE tables' worth of
+    memory one page each (16 MiB of tables, 16 MiB of data) and forks (16 MiB of tables more).
+    Charged, that is over the limit and the cgroup's OOM killer ends it, as without the pool;
+    uncharged, the tables come from the pool for free and it completes."""
+    cfg = BootConfig(xen=parts.xen.path("xen"), kernel=parts.kernel.path("vmlinuz"),
+                     initramfs=parts.initramfs.path("initramfs.cpio.gz"), mode="strict", smp=2)
+    cg = "/sys/fs/cgroup"
+    with Testbed(cfg, str(tmp_path / "console.log")) as tb:
+        session = measure.Session(tb)
+        session.configure_pool({"max_pages": 16384})
+        tb.check("forkdirty --tables 8192 --ptes 1 --n 1 >/dev/null")
+        filled = session.pool_stats()
+        tb.check("mkdir -p %s && mount -t cgroup2 none %s && echo +memory > %s/cgroup.subtree_control && "
+                 "mkdir %s/limited && echo 40M > %s/limited/memory.max" % (cg, cg, cg, cg, cg))
+        out = tb.check("sh -c 'echo $$ > %s/limited/cgroup.procs; exec forkdirty --tables 4096 --ptes 1 --n 1' "
+                       ">/dev/null 2>&1; echo \"rc $?\"" % cg, timeout=600)
+        events = measure.parse_stats(tb.check("cat %s/limited/memory.events" % cg))
+        peak = int(tb.check("cat %s/limited/memory.peak" % cg)[0])
+        after = session.pool_stats()
+    return {"pool_filled": filled["pages"], "rc": int(out[-1].split()[1]), "oom_kill": events.get("oom_kill", 0),
+            "peak_kb": peak // 1024, "hits": after["hits"] - filled["hits"]}
+
+
+def test_a_memory_limit_holds_against_the_pool(tmp_path):
+    res = limit_against_the_pool(race_parts(), tmp_path)
+    print(res)
+    # The pool was full and served the cgroup, and the limit held: the OOM killer ended it.
+    assert res["pool_filled"] >= 8192 and res["hits"] > 0, res
+    assert res["oom_kill"] >= 1 and res["rc"] != 0 and res["peak_kb"] <= 40 * 1024, res
+
+
+# Each broken shape, against the test written to catch it; every make test runs them all (one
 # kernel build each, from ccache, and a boot).
-SHAPES = {"free-to-the-page-allocator": "switch", "tag-a-table-in-flight": "dontneed"}
+SHAPES = {"free-to-the-page-allocator": "switch", "tag-a-table-in-flight": "dontneed",
+          "uncharged-pool-pages": "limit"}
 
 
 @pytest.mark.parametrize("broken", BROKEN, ids=lambda p: os.path.basename(p)[:-len(".patch")])
