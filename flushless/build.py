@@ -200,7 +200,7 @@ def patches(kind):
 # The race tests' broken shapes that every make test runs (tests/fixtures): their debug kernels
 # are built with the rest.
 DEFAULT_RACE_FIXTURES = ("linux-broken/free-to-the-page-allocator.patch", "linux-broken/tag-a-table-in-flight.patch",
-                         "linux-broken/uncharged-pool-pages.patch")
+                         "linux-broken/uncharged-pool-pages.patch", "linux-broken/ebusy-retried-quietly.patch")
 
 
 def testbed_linux_series(broken=()):

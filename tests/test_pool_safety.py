@@ -17,6 +17,10 @@ init_on_free=1 makes the page allocator check every page freed to it: a declared
 
 3. A memory cgroup's limit: a table taken from the pool is charged like a new page, so a tenant
    cannot hold page tables beyond memory.max by taking them from the pool.
+
+4. A table freed while Xen still has it as a table (a guest use-after-free, made by the testbed's
+   test_pin_on_release): Xen refuses to undeclare it (-EBUSY); the pool warns with the pfn and
+   never frees the page.
 """
 
 import glob
@@ -55,6 +59,8 @@ def switch_while_freeing(parts, tmp_path, dom0_args=(), stop_when_left=False):
                      dom0_args=raceload.DOM0_ARGS + tuple(dom0_args))
     with Testbed(cfg, str(tmp_path / "console.log")) as tb:
         session = measure.Session(tb)
+        # The pool's KUnit suite (patches/linux 0004) ran at boot.
+        kunit = tb.check("dmesg | grep -E '# xen_pgtable_pool: |not ok' || true")
         load = raceload.run(tb, SMP, ROUNDS, stop_when_left=stop_when_left)
         out, fatal = load["out"], load["fatal_signals"]
         loops, failed = load["loops"], load["load_failures"]
@@ -80,7 +86,7 @@ def switch_while_freeing(parts, tmp_path, dom0_args=(), stop_when_left=False):
             "hits": stats["hits"], "misses": stats["misses"], "pool_pages": stats["pages"],
             "leaked": stats["leaked"], "marked": len(marked), "declared_in_use": measure.pool_in_use(stats),
             "marked_not_tables": len(marked - tables), "violations": audit["violations"], "dmesg": bad,
-            "deaths": load["deaths_by_signal"], "fatal_signals": fatal}
+            "deaths": load["deaths_by_signal"], "fatal_signals": fatal, "kunit": kunit}
 
 
 def test_switching_the_pool_during_frees_loses_nothing(tmp_path):
@@ -88,6 +94,7 @@ def test_switching_the_pool_during_frees_loses_nothing(tmp_path):
     print(res)
     # Every round read, every loop ran all along, and the pool served and missed in every round.
     assert not res["deaths"] and res["rounds_read"] == ROUNDS, res
+    assert len(res["kunit"]) == 1 and "pass:10 fail:0 skip:0 total:10" in res["kunit"][0], res["kunit"]
     assert res["load_ok"] and res["hits"] > 0 and res["misses"] >= ROUNDS, res
     assert res["rounds_left_pages"] == 0 and res["pool_pages"] == 0, res
     assert res["violations"] == 0 and not res["dmesg"], res
@@ -134,7 +141,7 @@ def test_dontneed_frees_tables_in_flight_safely(tmp_path):
 
 
 def caught(broken, tmp_path, test):
-    """What TEST ("switch", "dontneed" or "limit") finds against BROKEN fixtures: what fails, or a crash or
+    """What TEST ("switch", "dontneed", "limit" or "busy") finds against BROKEN fixtures: what fails, or a crash or
     a finding in the logs; None if it found nothing. A build or a boot that fails is no finding."""
     parts = race_parts(broken)
     try:
@@ -147,9 +154,12 @@ def caught(broken, tmp_path, test):
         elif test == "dontneed":
             res = dontneed_against_faults(parts, tmp_path)
             found = {k: res[k] for k in ("load_failures", "deaths", "dmesg", "violations") if res[k]}
-        else:
+        elif test == "limit":
             res = limit_against_the_pool(parts, tmp_path)
             found = {"escaped": res} if not res["oom_kill"] and res["rc"] == 0 else {}
+        else:
+            res = busy_release(parts, tmp_path)
+            found = {"quiet": res} if not res["warned"] or res["leaked"] != 1 else {}
     except (Crashed, Found) as e:
         # A log the harness could not read is its own failure, not the shape's.
         if "could not be read" in str(e):
@@ -192,10 +202,41 @@ def test_a_memory_limit_holds_against_the_pool(tmp_path):
     assert res["oom_kill"] >= 1 and res["rc"] != 0 and res["peak_kb"] <= 40 * 1024, res
 
 
+def busy_release(parts, tmp_path):
+    """The pool on, its next release's first page pinned as an L1 table by the testbed's knob,
+    then the cap set to 0 (every page released): the warning, the leak, and the pinned frame
+    still marked and a table in Xen's eyes."""
+    cfg = BootConfig(xen=parts.xen.path("xen"), kernel=parts.kernel.path("vmlinuz"),
+                     initramfs=parts.initramfs.path("initramfs.cpio.gz"), mode="strict", smp=2)
+    with Testbed(cfg, str(tmp_path / "console.log")) as tb:
+        # The warning is what this test provokes; any other stays a finding.
+        tb.allow_findings(r"WARNING: CPU: \d+ PID: \d+ at arch/x86/xen/pgtable_pool\.c")
+        session = measure.Session(tb)
+        tb.check("forkbench --n 20 >/dev/null")
+        before = session.pool_stats()
+        tb.check("echo 1 > %s/test_pin_on_release" % measure.POOL_DIR)
+        session.configure_pool(measure.cache_settings(False))
+        after = session.pool_stats()
+        pinned = tb.check("dmesg | grep -o 'testbed: pfn 0x[0-9a-f]* pinned' || true")
+        warned = tb.check("dmesg | grep -E 'pfn 0x[0-9a-f]+ not undeclared \\(-16\\): never freed' || true")
+        audit = measure.parse_stats(tb.check("xenpvsw audit 0"))
+    return {"pool_before": before["pages"], "pinned": pinned, "warned": warned,
+            "leaked": after["leaked"] - before["leaked"], "violations": audit["violations"]}
+
+
+def test_a_table_freed_in_use_is_loud_and_never_freed(tmp_path):
+    res = busy_release(race_parts(), tmp_path)
+    print(res)
+    assert res["pool_before"] > 0 and len(res["pinned"]) == 1, res
+    pfn = res["pinned"][0].split()[2]
+    assert len(res["warned"]) == 1 and pfn in res["warned"][0], res
+    assert res["leaked"] == 1 and res["violations"] == 0, res
+
+
 # Each broken shape, against the test written to catch it; every make test runs them all (one
 # kernel build each, from ccache, and a boot).
 SHAPES = {"free-to-the-page-allocator": "switch", "tag-a-table-in-flight": "dontneed",
-          "uncharged-pool-pages": "limit"}
+          "uncharged-pool-pages": "limit", "ebusy-retried-quietly": "busy"}
 
 
 @pytest.mark.parametrize("broken", BROKEN, ids=lambda p: os.path.basename(p)[:-len(".patch")])
