@@ -274,7 +274,11 @@ def cmd_build(args):
         for k in range(1, len(series) + 1):
             log("xen: building with the first %d of %d patches and CONFIG_PV=n" % (k, len(series)))
             build.Xen(series=series[:k], config=build.XEN_CONFIG_NO_PV).ensure()
-        log("every prefix of patches/xen (with and without CONFIG_PV) and of patches/linux builds")
+        # The series without Xen PV: its pool (arch/x86/xen, XEN_PV only) compiles away.
+        log("linux: building the series with CONFIG_XEN_PV=n")
+        build.BuiltKernel(no_pv=True).ensure()
+        log("every prefix of patches/xen (with and without CONFIG_PV) and of patches/linux builds, "
+            "and patches/linux without CONFIG_XEN_PV")
     return 0
 
 
