@@ -15,7 +15,7 @@ pytestmark = pytest.mark.testbed
 WARM_UP = 100
 # Type-change unmaps per operation with the pool off (7.3, strict, ASLR off, 100 warm-up
 # operations); see CASES.
-UNMAPS_FORK_EXIT, UNMAPS_FORK_EXEC, UNMAPS_FORK_64 = 9.37, 18.73, 42.46
+UNMAPS_FORK_EXIT, UNMAPS_FORK_EXEC, UNMAPS_FORK_64 = 9.15, 18.29, 41.56
 
 
 @pytest.fixture(scope="module")
