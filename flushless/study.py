@@ -505,7 +505,9 @@ class Study:
         entry. The run stops at the first failure: a broken testbed mostly breaks the next boot
         too, and the report can be drawn at once from what exists."""
         os.makedirs(self.results, exist_ok=True)
-        self.parts = build.Parts("built").ensure()
+        # The series with the testbed's patches, inert unless switched: the pre group's fixed
+        # policy (xen_pgtable_pool_paper=) is one of them.
+        self.parts = build.Parts("built", linux_series=build.testbed_linux_series()).ensure()
         self.ledger = ledger.Ledger(self.results, self.progress)
         todo = [s for s in STAGES if s in self.stages]
         if self.restart:

@@ -20,7 +20,9 @@ UNMAPS_FORK_EXIT, UNMAPS_FORK_EXEC, UNMAPS_FORK_64 = 9.15, 18.29, 41.56
 
 @pytest.fixture(scope="module")
 def tb(tmp_path_factory):
-    parts = build.Parts("built").ensure()
+    # The series with the testbed's patches (testbed/linux), inert unless switched: the study's
+    # fixed policy is one of them, tested here with the rest.
+    parts = build.Parts("built", linux_series=build.testbed_linux_series()).ensure()
     # init_on_free=1: the page allocator checks every freed page (a declared one is a bad page).
     cfg = BootConfig(xen=parts.xen.path("xen"), kernel=parts.kernel.path("vmlinuz"),
                      initramfs=parts.initramfs.path("initramfs.cpio.gz"), mode="strict",
