@@ -3,7 +3,6 @@
 switched at run time between runs (its cap set to 0 or back), as in the paper's dyn group.
 """
 
-
 import pytest
 
 from flushless import build, measure
