@@ -27,7 +27,7 @@ import random
 import statistics
 import time
 
-from . import build, measure, qemu, workloads
+from . import build, findings, measure, qemu, workloads
 from .census import boot_once
 from .progress import ToolError, log
 from .study import write_csv, write_json
@@ -79,7 +79,7 @@ def _check_clean(session, what):
     audit = measure.parse_stats(session.tb.check("xenpvsw audit 0"))
     if audit.get("violations"):
         raise ToolError("%s: Xen's audit found %d violations" % (what, audit["violations"]))
-    bad = session.tb.check("dmesg | grep -E 'Bad page|WARNING: CPU|BUG:|pgtable pool: pfn' || true")
+    bad = findings.in_dmesg(session.tb)
     return audit, bad
 
 
