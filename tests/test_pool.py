@@ -93,8 +93,10 @@ def test_cache_off_is_the_stock_kernel(cache_off, label, name, argv, unmaps):
 def test_cache_on_removes_the_flushes(cache_on, label, name, argv, unmaps):
     rec = cache_on[label]
     per_op = rec["per_op"]
-    # Misses: each fresh page marked costs one flush.
-    assert per_op["no_dma_mark"] <= 0.05, (per_op, rec["pool"])
+    # Misses: a miss declares a batch of 16 under one flush. One can come after the warm-up:
+    # freed tables reach the pool after their grace period, which under host load can lag the
+    # loop (2026-11-27, with a kernel build beside it: 2 misses in 100 fork+exec). Flushes count.
+    assert per_op["no_dma_flush"] <= 0.05, (per_op, rec["pool"])
     # A map that completes a 2 MiB run makes Xen coalesce it into an IOMMU superpage, and
     # flush: its own bookkeeping, which the stock kernel pays too (0-1.5 per fork+exit,
     # depending on where the allocator put the tables), bounded here too. Every other flush
