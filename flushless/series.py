@@ -116,7 +116,7 @@ def offstock(results, console_dir, rounds=5):
     return summary
 
 
-def _must_refuse(tb, what):
+def _has_no_pool(tb, what):
     """No pool where no hypervisor takes declarations: its debugfs directory is absent."""
     out = tb.check("test -e %s && echo present || echo absent" % measure.POOL_DIR)
     if out[-1:] != ["absent"]:
@@ -133,14 +133,14 @@ def native(results, console_dir, rounds=5, name="native"):
     the series (off, and switching on must fail: no hypervisor takes declarations); and the
     series with testbed/linux's ops that declare nothing, cache off and on interleaved, for
     what caching alone would save natively."""
-    rows, end_stats, refused, versions = [], {}, None, {}
+    rows, end_stats, no_pool, versions = [], {}, None, {}
     for kernel, series, args in NATIVE_KERNELS:
         parts = build.Parts("vanilla" if kernel == "vanilla" else "built", linux_series=series).ensure()
         versions[kernel] = {k: v for k, v in parts.kernel.manifest().items() if k != "inputs"}
         with _boot(parts, console_dir, "native-" + kernel, smp=1, icount=True, native=True,
                    dom0_args=args) as tb:
             if kernel == "built":
-                refused = _must_refuse(tb, "native: the series switched on without a hypervisor")
+                no_pool = _has_no_pool(tb, "native: a pool without a hypervisor")
             for r in range(rounds):
                 for cache in ((0, 1) if r % 2 == 0 else (1, 0)) if kernel == "testbed" else (None,):
                     if cache is not None:
@@ -152,7 +152,7 @@ def native(results, console_dir, rounds=5, name="native"):
             if kernel == "testbed":
                 s = measure.Session(tb).pool_stats()
                 end_stats = {k: s[k] for k in ("hits", "misses", "marked") if k in s}
-    summary = {"pool_stats_end": end_stats, "series_has_no_pool": refused}
+    summary = {"pool_stats_end": end_stats, "series_has_no_pool": no_pool}
     for what in ("fork", "exec"):
         med = {name: statistics.median(r["mean_us"] for r in rows if r["kernel"] == k and r["cache"] == c
                                        and r["what"] == what)
@@ -176,7 +176,7 @@ def protection(results, console_dir, rounds=5):
             session = measure.Session(tb)
             if mode == "relaxed":
                 # No IOMMU sync, so Xen offers no declarations: there is no pool.
-                _must_refuse(tb, "protection: a pool in relaxed mode")
+                _has_no_pool(tb, "protection: a pool in relaxed mode")
             for r in range(rounds):
                 for cache in (0, 1) if mode == "strict" else (0,):
                     session.configure_pool(measure.cache_settings(cache))

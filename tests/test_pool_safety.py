@@ -50,14 +50,19 @@ def race_parts(broken=()):
     return build.Parts("built", linux_series=build.testbed_linux_series(broken), debug=True).ensure()
 
 
+def strict_boot(parts, tmp_path, smp, dom0_args=()):
+    """A strict-mode boot of PARTS with SMP vCPUs."""
+    cfg = BootConfig(xen=parts.xen.path("xen"), kernel=parts.kernel.path("vmlinuz"),
+                     initramfs=parts.initramfs.path("initramfs.cpio.gz"), mode="strict", smp=smp,
+                     dom0_args=tuple(dom0_args))
+    return Testbed(cfg, str(tmp_path / "console.log"))
+
+
 def switch_while_freeing(parts, tmp_path, dom0_args=(), stop_when_left=False):
     """Rounds of the pool switched on and off under fork loops on every vCPU: the pool's size
     read while off, then the frames Xen holds marked against the tables and the pool's
     counters. STOP_WHEN_LEFT ends the rounds at the first that left pages."""
-    cfg = BootConfig(xen=parts.xen.path("xen"), kernel=parts.kernel.path("vmlinuz"),
-                     initramfs=parts.initramfs.path("initramfs.cpio.gz"), mode="strict", smp=SMP,
-                     dom0_args=raceload.DOM0_ARGS + tuple(dom0_args))
-    with Testbed(cfg, str(tmp_path / "console.log")) as tb:
+    with strict_boot(parts, tmp_path, SMP, raceload.DOM0_ARGS + tuple(dom0_args)) as tb:
         session = measure.Session(tb)
         # The pool's KUnit suite (patches/linux 0004) ran at boot.
         kunit = tb.check("dmesg | grep -E '# xen_pgtable_pool: |not ok' || true")
@@ -109,10 +114,7 @@ def dontneed_against_faults(parts, tmp_path):
     2 MiB ranges that its thread 0 empties with MADV_DONTNEED (the kernel frees the emptied PTE
     page under the mmap read lock while another thread may be taking its lock), beside a fork
     loop, on every vCPU; then every check of the switch test."""
-    cfg = BootConfig(xen=parts.xen.path("xen"), kernel=parts.kernel.path("vmlinuz"),
-                     initramfs=parts.initramfs.path("initramfs.cpio.gz"), mode="strict", smp=SMP,
-                     dom0_args=("init_on_free=1", "print-fatal-signals=1"))
-    with Testbed(cfg, str(tmp_path / "console.log")) as tb:
+    with strict_boot(parts, tmp_path, SMP, ("init_on_free=1", "print-fatal-signals=1")) as tb:
         session = measure.Session(tb)
         before = session.pool_stats()
         out = tb.check("rm -f /tmp/stop; (n=0; while [ ! -e /tmp/stop ]; do forkbench --n 20 --touch-mb 4 "
@@ -175,10 +177,8 @@ def limit_against_the_pool(parts, tmp_path):
     memory one page each (16 MiB of tables, 16 MiB of data) and forks (16 MiB of tables more).
     Charged, that is over the limit and the cgroup's OOM killer ends it, as without the pool;
     uncharged, the tables come from the pool for free and it completes."""
-    cfg = BootConfig(xen=parts.xen.path("xen"), kernel=parts.kernel.path("vmlinuz"),
-                     initramfs=parts.initramfs.path("initramfs.cpio.gz"), mode="strict", smp=2)
     cg = "/sys/fs/cgroup"
-    with Testbed(cfg, str(tmp_path / "console.log")) as tb:
+    with strict_boot(parts, tmp_path, 2) as tb:
         session = measure.Session(tb)
         session.configure_pool({"max_pages": 16384})
         # 16 GiB of address space, 32 MiB of it touched: past the heuristic's guess of 1 GiB.
@@ -208,9 +208,7 @@ def busy_release(parts, tmp_path):
     """The pool on, its next release's first page pinned as an L1 table by the testbed's knob,
     then the cap set to 0 (every page released): the warning, the leak, and the pinned frame
     still marked and a table in Xen's eyes."""
-    cfg = BootConfig(xen=parts.xen.path("xen"), kernel=parts.kernel.path("vmlinuz"),
-                     initramfs=parts.initramfs.path("initramfs.cpio.gz"), mode="strict", smp=2)
-    with Testbed(cfg, str(tmp_path / "console.log")) as tb:
+    with strict_boot(parts, tmp_path, 2) as tb:
         # The warning is what this test provokes; any other stays a finding.
         tb.allow_findings(r"WARNING: .*arch/x86/xen/pgtable_pool\.c:\d+",
                           r"page dumped because: xen: pgtable pool: not undeclared",
