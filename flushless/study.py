@@ -194,7 +194,8 @@ def parse_study(lines):
     for s in samples:
         s["counters"] = parse_counters(s["counters"])
         s["pool"] = parse_stats(s["pool"])
-        s["pool"]["in_use"] = measure.pool_in_use(s["pool"])
+        if s["pool"]:
+            s["pool"]["in_use"] = measure.pool_in_use(s["pool"])
         s["profile"] = parse_profile(s["profile"])
         s["meminfo"] = {k.rstrip(":"): int(v.split()[0]) for k, v in
                         (m.split(None, 1) for m in s["meminfo"])}

@@ -21,14 +21,21 @@ init_on_free=1 makes the page allocator check every page freed to it: a declared
 4. A table freed while Xen still has it as a table (a guest use-after-free, made by the testbed's
    test_pin_on_release): Xen refuses to undeclare it (-EBUSY); the pool warns with the pfn and
    never frees the page.
+
+5. Save and restore of the pv-passthrough domU (xl pci-detach, xl save, xl restore): Xen does
+   not carry the marks over, and the restored domain, without its device, is no longer kept in
+   sync with an IOMMU. Nothing may stay quarantined. Before that, a save that fails after the
+   suspend lets the domU go on in the same domain, where Xen still holds the marks: they must
+   match the pool's count.
 """
 
 import glob
 import os
+import re
 
 import pytest
 
-from flushless import build, findings, measure, raceload
+from flushless import build, findings, guests, measure, raceload
 from flushless.build import REPO
 from flushless.testbed import BootConfig, Crashed, Found, Testbed
 
@@ -44,10 +51,11 @@ ROUNDS = 10
 TABLES = ("l1", "l2", "l3", "l4")
 
 
-def race_parts(broken=()):
+def race_parts(broken=(), guest=False):
     """The debug variant: Xen's ASSERTs, the kernel's VM_WARN_ONs, list debugging and lockdep
     (testbed/linux/debug.config). A fixture that no longer applies exactly fails here."""
-    return build.Parts("built", linux_series=build.testbed_linux_series(broken), debug=True).ensure()
+    return build.Parts("built", linux_series=build.testbed_linux_series(broken), debug=True,
+                       guest=guest).ensure()
 
 
 def strict_boot(parts, tmp_path, smp, dom0_args=()):
@@ -143,9 +151,9 @@ def test_dontneed_frees_tables_in_flight_safely(tmp_path):
 
 
 def caught(broken, tmp_path, test):
-    """What TEST ("switch", "dontneed", "limit" or "busy") finds against BROKEN fixtures: what fails, or a crash or
+    """What TEST ("switch", "dontneed", "limit", "busy" or "restore") finds against BROKEN fixtures: what fails, or a crash or
     a finding in the logs; None if it found nothing. A build or a boot that fails is no finding."""
-    parts = race_parts(broken)
+    parts = race_parts(broken, guest=test == "restore")
     try:
         if test == "switch":
             res = switch_while_freeing(parts, tmp_path, stop_when_left=True)
@@ -156,6 +164,10 @@ def caught(broken, tmp_path, test):
         elif test == "dontneed":
             res = dontneed_against_faults(parts, tmp_path)
             found = {k: res[k] for k in ("load_failures", "deaths", "dmesg", "violations") if res[k]}
+        elif test == "restore":
+            res = save_and_restore(parts, tmp_path)
+            r = res["restored"]
+            found = {"quarantined": r} if r["pages"] or r["unmark_retried"] or r["leaked"] else {}
         elif test == "limit":
             res = limit_against_the_pool(parts, tmp_path)
             found = {"escaped": res} if not res["oom_kill"] and res["rc"] == 0 else {}
@@ -235,11 +247,83 @@ def test_a_table_freed_in_use_is_loud_and_never_freed(tmp_path):
     assert res["leaked"] == 1 and res["violations"] == 0, res
 
 
+def declared(stats):
+    """The pages the pool counts as declared: its own, tables in use and leaked ones."""
+    return stats["marked"] - stats["unmarked"]
+
+
+def save_and_restore(parts, tmp_path):
+    """The pv-passthrough domU with a full pool and a process holding declared tables: a save
+    that fails (the domU resumes in the same domain), then the device detached, the domU saved
+    and restored (a new domain, no device), the holder ended, the cap's tables freed and the
+    shrinker run."""
+    cfg = BootConfig(xen=parts.xen.path("xen"), kernel=parts.kernel.path("vmlinuz"),
+                     initramfs=parts.dom0_initramfs(), mode="relaxed", smp=2)
+    # 192 MiB: the save file lives in dom0's memory (its /tmp).
+    with Testbed(cfg, str(tmp_path / "console.log")) as tb, \
+            guests.Guest(tb, "pv-passthrough", vcpus=2, mem_mb=192) as g:
+        # Stock 7.3's gntdev, in lockdep kernels when xenstored maps its first grant: mmap takes
+        # priv->lock under mmap_lock (gntdev_mmap()), and the map ioctl copies to user space
+        # under priv->lock (gntdev_ioctl_map_grant_ref(), drivers/xen/gntdev.c:670-681). Not
+        # the series'; allowed only if that is the report (lockdep reports one per boot).
+        gntdev = tb.check("dmesg | grep -A5 'possible circular locking dependency' || true")
+        if gntdev and any(re.search(r"\(&priv->lock\).* at: gntdev_mmap\+", x) for x in gntdev):
+            tb.allow_findings(r"WARNING: possible circular locking dependency detected")
+        domu_pool = guests.GuestSession(tb, g).pool_stats
+        g.check("forkbench --n 200 >/dev/null; (sleep 100000 >/dev/null 2>&1 &)")
+        filled, first_id = domu_pool(), g.domid
+        # A save that runs out of space after the domU suspended (a 16 MiB tmpfs): the toolstack
+        # cancels the suspend, and the domU goes on in the same domain with its marks.
+        tb.check("mkdir -p /tmp/small && mount -t tmpfs -o size=16m none /tmp/small")
+        tb.run("timeout 300 xl save %s /tmp/small/domu.save </dev/null >/dev/null 2>&1" % g.name, timeout=330)
+        tb.check("umount /tmp/small")
+        resumed_id = int(tb.check("xl domid %s" % g.name)[-1])
+        g.check("forkbench --n 20 >/dev/null")
+        # Until the tables in their grace period have reached the pool: 10 s at most.
+        for _ in range(20):
+            resumed = domu_pool()
+            audit = measure.parse_stats(tb.check("xenpvsw audit %d" % resumed_id))
+            if audit.get("marked") == declared(resumed):
+                break
+            tb.check("usleep 500000")
+        bdf = tb.check("xl pci-list %s" % g.name)[-1].split()[1]
+        tb.check("xl pci-detach %s %s" % (g.name, bdf), timeout=300)
+        # Restored from guestboot's config less the device, with the IOMMU off for the domain
+        # (else libxl may keep it on, as the saved config asked, and Xen keeps the marks' use).
+        tb.check("sed '/^pci/d' /tmp/{0}.cfg > /tmp/restore.cfg && echo 'passthrough = \"disabled\"' "
+                 ">> /tmp/restore.cfg && timeout 300 xl save {0} /tmp/domu.save </dev/null >/dev/null 2>&1 && "
+                 "timeout 300 xl restore -e /tmp/restore.cfg /tmp/domu.save </dev/null >/dev/null 2>&1; "
+                 "rc=$?; rm -f /tmp/domu.save; [ $rc = 0 ]".format(g.name), timeout=660)
+        g.domid = restored_id = int(tb.check("xl domid %s" % g.name)[-1])
+        # The holder's tables are freed, the pool's are given back, the shrinker asked for all.
+        g.check("kill $(pidof sleep); forkbench --n 50 >/dev/null; echo 2 > /proc/sys/vm/drop_caches; sleep 2")
+        restored = domu_pool()
+        said = g.check("dmesg | grep 'pgtable pool' || true")
+    return {"filled": filled, "first_id": first_id, "resumed_id": resumed_id, "restored_id": restored_id, "resumed": resumed,
+            "resumed_marked": audit.get("marked"), "resumed_violations": audit["violations"],
+            "restored": restored, "said": said}
+
+
+def test_save_and_restore_leaves_nothing_quarantined(tmp_path):
+    res = save_and_restore(race_parts(guest=True), tmp_path)
+    print(res)
+    assert res["filled"]["pages"] > 0 and res["filled"]["marked"] > res["filled"]["pages"], res
+    # The cancelled save: the domU went on in its domain, and Xen holds a mark for every page the
+    # pool counts as declared.
+    assert res["first_id"] == res["resumed_id"] != res["restored_id"], res
+    assert res["resumed_violations"] == 0 and res["resumed_marked"] == declared(res["resumed"]), res
+    # Restored: nothing kept, nothing leaked, nothing waiting for another try.
+    r = res["restored"]
+    assert r["pages"] == 0 and r["leaked"] == 0 and r["unmark_retried"] == 0, res
+    assert any("Xen no longer takes declarations" in x for x in res["said"]), res
+
+
 # Each broken shape, against the test written to catch it (one kernel build each, from ccache,
-# and a boot). make test runs the conservation test's shape; make test-all all four (for the
+# and a boot). make test runs the conservation test's shape; make test-all all five (for the
 # time budget of make test: each is a boot of 1-3 minutes).
 SHAPES = {"free-to-the-page-allocator": "switch", "tag-a-table-in-flight": "dontneed",
-          "uncharged-pool-pages": "limit", "ebusy-retried-quietly": "busy"}
+          "uncharged-pool-pages": "limit", "ebusy-retried-quietly": "busy",
+          "restore-keeps-pages-declared": "restore"}
 IN_MAKE_TEST = ("free-to-the-page-allocator",)
 
 

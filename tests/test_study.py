@@ -57,6 +57,17 @@ def test_parse_study_and_minute_rows():
     assert [(r["alloc_count"], r["avg_alloc_ns"]) for r in pmd] == [(0, None), (0, None)]
 
 
+def test_relaxed_mode_has_no_pool_rows():
+    # In relaxed mode Xen offers no declarations: the kernel has no pool, its section is empty.
+    no_pool = [x for x in output() if not re.match(r"^(hits|leaked|mark_failed|marked|max_pages|misses|pages|"
+                                                 r"paper_ratio|shrunk|unmark_retried|unmarked) ", x)]
+    samples, _, out, _, _ = study.parse_study(no_pool)
+    assert all(s["pool"] == {} for s in samples)
+    from flushless import workloads
+    flush, pools, _ = study.minute_rows("relaxed", samples, workloads.parse_output(out)[1])
+    assert len(flush) == 2 and pools == []
+
+
 def test_parse_study_rejects_truncated_output():
     with pytest.raises(ValueError):
         study.parse_study(output()[:-1])
