@@ -136,7 +136,7 @@ class _Terminated(KeyboardInterrupt):
 
 
 class Crashed(ToolError):
-    """The machine crashed under a command: a panic or an oops on its console."""
+    """The machine crashed under a command or while booting: a panic or an oops on its console."""
 
 
 class Found(ToolError):
@@ -316,7 +316,9 @@ class Testbed:
         except ConsoleError as e:
             err = self._qemu_stderr()
             self.stop()
-            raise ToolError("testbed boot failed: %s%s" % (e, ("\n  QEMU said: " + err) if err else ""))
+            # A kernel that crashed while booting is a crash, as in run().
+            raise (Crashed if isinstance(e, ConsoleCrash) else ToolError)(
+                "testbed boot failed: %s%s" % (e, ("\n  QEMU said: " + err) if err else ""))
         except BaseException:
             self.stop()
             raise

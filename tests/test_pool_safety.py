@@ -152,7 +152,9 @@ def test_dontneed_frees_tables_in_flight_safely(tmp_path):
 
 def caught(broken, tmp_path, test):
     """What TEST ("switch", "dontneed", "limit", "busy" or "restore") finds against BROKEN fixtures: what fails, or a crash or
-    a finding in the logs; None if it found nothing. A build or a boot that fails is no finding."""
+    a finding in the logs; None if it found nothing. A build that fails or a boot that stalls is
+    no finding; a kernel that crashes while booting is (the tag's shape on the debug kernel:
+    pagetable_dtor() frees the tag as the table's lock after the grace period)."""
     parts = race_parts(broken, guest=test == "restore")
     try:
         if test == "switch":
