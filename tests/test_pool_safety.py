@@ -58,11 +58,10 @@ def race_parts(broken=(), guest=False):
                        guest=guest).ensure()
 
 
-def strict_boot(parts, tmp_path, smp, dom0_args=()):
-    """A strict-mode boot of PARTS with SMP vCPUs."""
+def debug_boot(parts, tmp_path, smp, dom0_args=(), mode="strict"):
+    """A boot of PARTS with SMP vCPUs, dom0 in MODE (strict: its memory kept in sync)."""
     cfg = BootConfig(xen=parts.xen.path("xen"), kernel=parts.kernel.path("vmlinuz"),
-                     initramfs=parts.initramfs.path("initramfs.cpio.gz"), mode="strict", smp=smp,
-                     dom0_args=tuple(dom0_args))
+                     initramfs=parts.dom0_initramfs(), mode=mode, smp=smp, dom0_args=tuple(dom0_args))
     return Testbed(cfg, str(tmp_path / "console.log"))
 
 
@@ -70,7 +69,7 @@ def switch_while_freeing(parts, tmp_path, dom0_args=(), stop_when_left=False):
     """Rounds of the pool switched on and off under fork loops on every vCPU: the pool's size
     read while off, then the frames Xen holds marked against the tables and the pool's
     counters. STOP_WHEN_LEFT ends the rounds at the first that left pages."""
-    with strict_boot(parts, tmp_path, SMP, raceload.DOM0_ARGS + tuple(dom0_args)) as tb:
+    with debug_boot(parts, tmp_path, SMP, raceload.DOM0_ARGS + tuple(dom0_args)) as tb:
         session = measure.Session(tb)
         # The pool's KUnit suite (patches/linux 0004) ran at boot.
         kunit = tb.check("dmesg | grep -E '# xen_pgtable_pool: |not ok' || true")
@@ -122,7 +121,7 @@ def dontneed_against_faults(parts, tmp_path):
     2 MiB ranges that its thread 0 empties with MADV_DONTNEED (the kernel frees the emptied PTE
     page under the mmap read lock while another thread may be taking its lock), beside a fork
     loop, on every vCPU; then every check of the switch test."""
-    with strict_boot(parts, tmp_path, SMP, ("init_on_free=1", "print-fatal-signals=1")) as tb:
+    with debug_boot(parts, tmp_path, SMP, ("init_on_free=1", "print-fatal-signals=1")) as tb:
         session = measure.Session(tb)
         before = session.pool_stats()
         out = tb.check("rm -f /tmp/stop; (n=0; while [ ! -e /tmp/stop ]; do forkbench --n 20 --touch-mb 4 "
@@ -192,7 +191,7 @@ def limit_against_the_pool(parts, tmp_path):
     Charged, that is over the limit and the cgroup's OOM killer ends it, as without the pool;
     uncharged, the tables come from the pool for free and it completes."""
     cg = "/sys/fs/cgroup"
-    with strict_boot(parts, tmp_path, 2) as tb:
+    with debug_boot(parts, tmp_path, 2) as tb:
         session = measure.Session(tb)
         session.configure_pool({"max_pages": 16384})
         # 16 GiB of address space, 32 MiB of it touched: past the heuristic's guess of 1 GiB.
@@ -222,7 +221,7 @@ def busy_release(parts, tmp_path):
     """The pool on, its next release's first page pinned as an L1 table by the testbed's knob,
     then the cap set to 0 (every page released): the warning, the leak, and the pinned frame
     still marked and a table in Xen's eyes."""
-    with strict_boot(parts, tmp_path, 2) as tb:
+    with debug_boot(parts, tmp_path, 2) as tb:
         # The warning is what this test provokes; any other stays a finding.
         tb.allow_findings(r"WARNING: .*arch/x86/xen/pgtable_pool\.c:\d+",
                           r"page dumped because: xen: pgtable pool: not undeclared",
@@ -259,10 +258,8 @@ def save_and_restore(parts, tmp_path):
     that fails (the domU resumes in the same domain), then the device detached, the domU saved
     and restored (a new domain, no device), the holder ended, the cap's tables freed and the
     shrinker run."""
-    cfg = BootConfig(xen=parts.xen.path("xen"), kernel=parts.kernel.path("vmlinuz"),
-                     initramfs=parts.dom0_initramfs(), mode="relaxed", smp=2)
     # 192 MiB: the save file lives in dom0's memory (its /tmp).
-    with Testbed(cfg, str(tmp_path / "console.log")) as tb, \
+    with debug_boot(parts, tmp_path, 2, mode="relaxed") as tb, \
             guests.Guest(tb, "pv-passthrough", vcpus=2, mem_mb=192) as g:
         # Stock 7.3's gntdev, in lockdep kernels when xenstored maps its first grant: mmap takes
         # priv->lock under mmap_lock (gntdev_mmap()), and the map ioctl copies to user space
