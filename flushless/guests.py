@@ -23,6 +23,8 @@ NAME = "flushless-domu"
 DOMU_ARGS = ("xen_privcmd.unrestricted=1",)
 MEM_MB = 512
 BOOT_TIMEOUT = 660
+# guestboot's status for a pv-passthrough domU whose pcifront did not connect.
+PCIFRONT_LOST = 4
 
 
 def check_kind(kind):
@@ -46,6 +48,7 @@ class Guest:
         self.kernel_args = DOMU_ARGS + tuple(kernel_args)
         self.domid = None
         self.boot_seconds = None
+        self.pcifront_retries = 0
 
     def __enter__(self):
         self.start()
@@ -67,10 +70,20 @@ class Guest:
         log("domU: creating a %s domU (%d vCPUs, %d MiB)" % (self.kind, self.vcpus, self.mem_mb))
         t0 = time.monotonic()
         status, lines = self.tb.run(cmd, timeout=BOOT_TIMEOUT)
+        if status == PCIFRONT_LOST:
+            # Created once more, and said: stock 7.3's xenbus in the domU took pcifront's state
+            # in xenstore, 1, for a reset of its backend and probed pcifront anew, while pciback
+            # stayed connected to the first (testbed/guest/guestboot; 1 boot in 2 on 2026-11-27,
+            # which write of state 1 it saw is not found yet). guestboot destroyed the domU.
+            log("domU: its pcifront did not connect (%s); creating it once more"
+                % next((x for x in lines if "pcifront is in state" in x), "?"))
+            self.pcifront_retries += 1
+            status, lines = self.tb.run(cmd, timeout=BOOT_TIMEOUT)
         ok = [line for line in lines if line.startswith("guestboot ok ")]
         # Not retried: the domU that crashed while booting and xl create killed by SIGSEGV were
         # seen with Xen's lazy FPU switching only (docs/qemu-xsave-ts.md); guestboot exits 3 for
-        # a domU that shut down or vanished, 1 for the rest, 2 for bad arguments.
+        # a domU that shut down or vanished, 4 for a pcifront that did not connect, 1 for the
+        # rest, 2 for bad arguments.
         if status != 0 or not ok:
             raise ToolError("the %s domU did not start (guestboot exited %d):\n%s%s"
                             % (self.kind, status, "\n".join("    " + x for x in lines[-45:]),
