@@ -28,9 +28,9 @@ init_on_free=1 makes the page allocator check every page freed to it: a declared
    suspend lets the domU go on in the same domain, where Xen still holds the marks: they must
    match the pool's count.
 
-6. Memory pressure: a miss fills its batch only from memory above the watermarks and reserves,
-   so that under pressure the pool neither drives the domain into reclaim nor takes back what
-   kswapd (and the pool's own shrinker) is giving back.
+6. Memory pressure: a miss fills its batch only while the table's zone has a batch to spare
+   above its high watermark, so that under pressure the pool neither drives the domain into
+   reclaim nor takes back what kswapd (and the pool's own shrinker) is giving back.
 """
 
 import glob
@@ -276,7 +276,7 @@ def prefill_under_pressure(parts, tmp_path):
     plentiful, none under pressure."""
     load = "forkdirty --tables 128 --ptes 1 --n 1 >/dev/null"
 
-    def run_load(session):
+    def run_load(tb, session):
         # Emptied (the cap to 0 gives every page back), then on again: every table a miss.
         session.configure_pool(measure.cache_settings(False))
         session.configure_pool(measure.cache_settings(True))
@@ -297,7 +297,7 @@ def prefill_under_pressure(parts, tmp_path):
         # 10 % of memory between the watermarks (1000): a window of about 90 MiB to hold.
         tb.check("echo 1000 > /proc/sys/vm/watermark_scale_factor")
         wm = watermarks(tb)
-        plenty = run_load(session)
+        plenty = run_load(tb, session)
         hog_mb = (free_kb(tb) - (wm["min"] + wm["low"]) // 2) // 1024
         before_hog = session.pool_stats()
         tb.check("mkdir -p /tmp/hog && mount -t tmpfs -o size=%dm none /tmp/hog && "
@@ -308,7 +308,7 @@ def prefill_under_pressure(parts, tmp_path):
         hog = {"pool_pages": (before_hog["pages"], after_hog["pages"]),
                "shrunk": after_hog["shrunk"] - before_hog["shrunk"],
                "node_unreclaimable": tb.check("grep -c 'node_unreclaimable:  1' /proc/zoneinfo || true")[-1]}
-        pressed = run_load(session)
+        pressed = run_load(tb, session)
         tb.check("rm /tmp/hog/fill && umount /tmp/hog")
         bad = findings.in_dmesg(tb)
     return {"watermarks_kb": wm, "hog_mb": hog_mb, "plenty": plenty, "while_filling": hog, "pressure": pressed,
