@@ -73,8 +73,9 @@ class Guest:
         if status == PCIFRONT_LOST:
             # Created once more, and said: stock 7.3's xenbus in the domU took pcifront's state
             # in xenstore, 1, for a reset of its backend and probed pcifront anew, while pciback
-            # stayed connected to the first (testbed/guest/guestboot; 1 boot in 2 on 2026-11-27,
-            # which write of state 1 it saw is not found yet). guestboot destroyed the domU.
+            # stayed connected to the first (testbed/guest/guestboot; 2 of about 15 pv-passthrough
+            # boots on 2026-11-27; which write of state 1 it saw is not found yet). guestboot
+            # destroyed the domU.
             log("domU: its pcifront did not connect (%s); creating it once more"
                 % next((x for x in lines if "pcifront is in state" in x), "?"))
             self.pcifront_retries += 1
