@@ -281,15 +281,12 @@ def prefill_under_pressure(parts, tmp_path):
         session.configure_pool(measure.cache_settings(False))
         session.configure_pool(measure.cache_settings(True))
         before = session.pool_stats()
-        vm_before = measure.parse_stats(tb.check("cat /proc/vmstat"))
         free_before = free_kb(tb)
         tb.check(load, timeout=600)
         after = session.pool_stats()
-        vm_after = measure.parse_stats(tb.check("cat /proc/vmstat"))
         d = {k: after[k] - before[k] for k in ("misses", "marked", "hits", "shrunk")}
         d["batch_pages"] = d["marked"] - d["misses"]
         d["free_kb"] = (free_before, free_kb(tb))
-        d["kswapd_runs"] = vm_after.get("pageoutrun", 0) - vm_before.get("pageoutrun", 0)
         return d
 
     with debug_boot(parts, tmp_path, 2) as tb:
