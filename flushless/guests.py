@@ -71,11 +71,14 @@ class Guest:
         t0 = time.monotonic()
         status, lines = self.tb.run(cmd, timeout=BOOT_TIMEOUT)
         if status == PCIFRONT_LOST:
-            # Created once more, and said: stock 7.3's xenbus in the domU took pcifront's state
-            # in xenstore, 1, for a reset of its backend and probed pcifront anew, while pciback
-            # stayed connected to the first (testbed/guest/guestboot; 2 of about 15 pv-passthrough
-            # boots on 2026-11-27; which write of state 1 it saw is not found yet). guestboot
-            # destroyed the domU.
+            # Created once more, and said. The cause is a race in stock 7.3's xenbus in the domU:
+            # xenbus_dev_changed() reads the frontend's state in xenstore, then compares it with
+            # the device's local state read later (drivers/xen/xenbus/xenbus_probe.c:679-685).
+            # Its watch thread read 1 just before pcifront's probe committed 3, and the local
+            # state 3 just after: it took that for a reset of the backend and unregistered
+            # pcifront, which nothing probes again, while pciback stays connected (2 of about 15
+            # pv-passthrough boots on 2026-11-27; nobody writes 1 after 3). guestboot destroyed
+            # the domU.
             log("domU: its pcifront did not connect (%s); creating it once more"
                 % next((x for x in lines if "pcifront is in state" in x), "?"))
             self.pcifront_retries += 1

@@ -300,7 +300,8 @@ def workloads_exp(results, console_dir):
 def soak(results, console_dir, minutes=30, seed=1):
     """Churn with the cache switched every minute and everything else changed at random."""
     rng = random.Random(seed)
-    parts = build.Parts("built").ensure()
+    # The study's fixed policy (paper_ratio) is testbed/linux's, not the series'.
+    parts = build.Parts("built", linux_series=build.testbed_linux_series()).ensure()
     rows = []
     # init_on_free=1 makes the page allocator check every freed page's flags: a page that
     # reached it still declared to Xen (PT_pooled, PG_private) is reported as a "Bad page state".
