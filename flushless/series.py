@@ -55,7 +55,12 @@ class _Boot(Testbed):
 
     def start(self, attempts=2):
         super().start(attempts)
+        _RELEASES.add(self.release)
         measure.Session(self).set_aslr(False)
+
+
+# The kernel releases booted since the last results file was written: each file names them.
+_RELEASES = set()
 
 
 def _boot(parts, console_dir, name, **kw):
@@ -67,8 +72,9 @@ def _boot(parts, console_dir, name, **kw):
 
 def _write(results, name, rows, **doc):
     os.makedirs(results, exist_ok=True)
-    doc.update({"experiment": name, "rows": rows, "qemu": qemu.info(),
+    doc.update({"experiment": name, "rows": rows, "qemu": qemu.info(), "kernel_release": sorted(_RELEASES),
                 "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    _RELEASES.clear()
     write_json(os.path.join(results, name + ".json"), doc)
     write_csv(os.path.join(results, name + ".csv"), rows)
     log("wrote %s/%s.{json,csv} (%d rows)" % (results, name, len(rows)))

@@ -48,6 +48,13 @@ TIMING_LEVELS = ("pte", "pmd", "pud")
 PROFILED = {"xen_alloc_pte": ("pte", "alloc"), "xen_alloc_pmd": ("pmd", "alloc"), "xen_alloc_pud": ("pud", "alloc"),
             "xen_release_pte": ("pte", "free"), "xen_release_pmd": ("pmd", "free"), "xen_release_pud": ("pud", "free")}
 TRACING = "/sys/kernel/tracing"
+# One PTE page made and freed in a live address space, against the same cycle with the page
+# kept (workloads/ptcycle.c): the study's per-page alloc and free cost wherever the work lands.
+# On 7.3 the profiled hooks above only queue their hypercalls while lazy MMU mode is on
+# (xen_mc_issue(!is_lazy_mmu_mode_active()) in mmu_pv.c), so Xen's IOMMU work is outside them.
+PTCYCLE_ARGS = ["--n", "1000", "--warmup", "100"]
+PT_CYCLE_FIGURES = ("pte_alloc_ns", "pte_free_ns", "table_fault_ns", "control_fault_ns", "table_unmap_ns",
+                    "control_unmap_ns")
 # The busy state's process tree: 4 tabs per browser, each mapping two 32 KiB "libraries"
 # and writing 128 KiB of heap, beside 16 resident processes (the rest of a desktop, so
 # that the 1:1 policy sees a system's worth of page tables, not only the burst).
@@ -108,6 +115,9 @@ class Profile:
                     plan.append(("cpu_suite", group, "cpusuite",
                                  ["--program", prog, "--n", "1", "--input-kb", str(self.cpu_input_kb)],
                                  {"rep": r, "program": prog}))
+        for r in range(self.lat_rounds):
+            for group in _interleave(r):
+                plan.append(("pt_cycle_cost", group, "ptcycle", PTCYCLE_ARGS, {"round": r}))
         for group in ("baseline", "dyn"):
             plan.append(("seed_fork_vs_memory", group, "pagetable_bench",
                          ["--max-kb", str(self.fork_max_kb), "--n", str(self.fork_n)], {}))
@@ -685,6 +695,11 @@ class Study:
                      "qi_iotlb_inv_per_op": r["per_op"]["qi_iotlb_inv"]} for r in runs["process_latency"]]
         write_experiment(self.results, "process_latency", meta, lat_rows, runs=runs["process_latency"],
                          summary=paired_summary(lat_rows, "what", "mean_us"))
+        cycle_rows = [dict({"round": r["round"], "group": r["group"]},
+                           **{k: r["result"][k] for k in PT_CYCLE_FIGURES}) for r in runs["pt_cycle_cost"]]
+        write_experiment(self.results, "pt_cycle_cost", dict(meta, workload="ptcycle " + " ".join(PTCYCLE_ARGS)),
+                         cycle_rows, runs=runs["pt_cycle_cost"],
+                         summary={k: paired_summary(cycle_rows, None, k)["all"] for k in PT_CYCLE_FIGURES})
         cpu_rows = [{"rep": r["rep"], "group": r["group"], "program": r["program"], "us": r["result"]["time_us"]}
                     for r in runs["cpu_suite"]]
         write_experiment(self.results, "cpu_suite", meta, cpu_rows, runs=runs["cpu_suite"],

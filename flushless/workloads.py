@@ -121,6 +121,8 @@ WORKLOADS = {w.name: w for w in [
              "from process context", [Opt("threads", lo=1, hi=64), Opt("ranges", lo=1, hi=4096), N,
                                       Opt("dontneed", "flag", help="thread 0 empties each range (MADV_DONTNEED: "
                                           "PT_RECLAIM frees its PTE page) as the others fault in")], sync=True),
+    Workload("ptcycle", "a PTE page made and freed in a live address space (map 1 MiB, write a page, unmap), "
+             "against the same cycle with the PTE page kept: its alloc and free cost", [N, WARMUP], sync=True),
     Workload("pagetable_bench", "fork cost against resident memory (4 KB .. 128 MB)",
              [Opt("min-kb", lo=4, hi=16777216), Opt("max-kb", lo=4, hi=16777216), N]),
     Workload("tlb_bench", "access latency against map size (4 KB .. 256 MB), random page order",

@@ -103,6 +103,7 @@ for spec in \
 	"forkbench n exec hello touch-mb warmup procs help" \
 	"shloop bursts k gap-ms hello warmup help" \
 	"ptfault threads ranges n dontneed help" \
+	"ptcycle n warmup help" \
 	"lat_proc what n warmup hello help" \
 	"pagetable_bench min-kb max-kb n help" \
 	"tlb_bench min-kb max-kb accesses seed help" \
@@ -128,6 +129,7 @@ run "forkbench --procs" "$OUT/forkbench" --n 5 --procs 3 --warmup 1
 run "shloop" "$OUT/shloop" --bursts 2 --k 3 --gap-ms 1 --warmup 1
 run "ptfault" "$OUT/ptfault" --threads 3 --ranges 4 --n 3
 run "ptfault" "$OUT/ptfault" --threads 3 --ranges 4 --n 3 --dontneed
+run "ptcycle" "$OUT/ptcycle" --n 5 --warmup 1
 for what in fork exec shell; do
 	run "lat_proc $what" "$OUT/lat_proc" --what $what --n 5 --warmup 1
 done
