@@ -185,7 +185,8 @@ def protection(results, console_dir, rounds=5):
                 _has_no_pool(tb, "protection: a pool in relaxed mode")
             for r in range(rounds):
                 for cache in (0, 1) if mode == "strict" else (0,):
-                    session.configure_pool(measure.cache_settings(cache))
+                    if mode == "strict":
+                        session.configure_pool(measure.cache_settings(cache))
                     for what, argv in LAT_PROC:
                         rec = session.run("lat_proc", ["--what", what] + argv)
                         rows.append({"mode": mode, "cache": cache, "round": r, "what": what,
