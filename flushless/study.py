@@ -156,7 +156,7 @@ STAGES = ("groups", "timing", "network", "native", "native_kernel", "designs", "
 # What each stage does (its start line), and the results files (RESULTS/NAME.json and .csv)
 # it writes: report.py names a missing section by its stage.
 STAGE_INTRO = {"groups": "the busy state in five boots: baseline, pre, adaptive, dyn, relaxed",
-               "timing": "latencies, the CPU suite and the seed benchmarks in one -icount boot",
+               "timing": "latencies, the CPU suite, a PTE page's cost and the seed benchmarks in one -icount boot",
                "network": "the TCP stream to the host",
                "native": "the seed lab's benchmarks on the host",
                "native_kernel": "the kernels booted without Xen",
@@ -164,7 +164,7 @@ STAGE_INTRO = {"groups": "the busy state in five boots: baseline, pre, adaptive,
                "pte_modes": "PTE update modes on fork: late pin, early pin with hypercalls, early pin emulated",
                "seed": "seed 002 on Xen: fork and access latency in PVH domUs with hap=1 and hap=0, -icount"}
 STAGE_OUTPUTS = {"groups": ("flush_frequency", "cache_size", "cache_miss"),
-                 "timing": ("pt_alloc_free_time", "process_latency", "cpu_suite"),
+                 "timing": ("pt_alloc_free_time", "pt_cycle_cost", "process_latency", "cpu_suite"),
                  "network": ("tcp_stream",),
                  "native": ("seed_fork_vs_memory", "seed_access_latency"),
                  "native_kernel": ("native_kernel",),
