@@ -154,7 +154,7 @@ def dontneed_against_faults(parts, tmp_path):
 
 
 # 16 rounds of 64 ranges, 4 times each: about 4000 tables freed by MADV_DONTNEED while faults
-# race for them, about 1.5 minutes under TCG (40 rounds took 4 of make test's 15).
+# race for them, about 2 minutes under TCG (40 rounds took 5 of make test's 28 minutes).
 DONTNEED_ROUNDS = 16
 
 
