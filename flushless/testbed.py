@@ -387,6 +387,10 @@ class Testbed:
         try:
             return self.console.run(command, timeout, progress)
         except ConsoleError as e:
+            # A command that never ended (a domU's vCPU spinning, a lost wake-up): Xen's view of
+            # every CPU and domain goes into the console log beside it.
+            if isinstance(e, ConsoleTimeout) and not self.cfg.native:
+                self.xen_debug_keys()
             err = self._qemu_stderr()
             msg = "testbed: '%s' failed: %s%s" % (command, e, ("\n  QEMU said: " + err) if err else "")
             raise (Crashed if isinstance(e, ConsoleCrash) else ToolError)(msg)
