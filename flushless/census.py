@@ -657,14 +657,13 @@ What each kind of failure is, as far as it is located (the counts are in the tab
   other emulations running; the trials beside it on the same QEMU carried all their lines.
   Not located.
 - **`hang` in a PVH domU under `-icount`**: the domU's only vCPU spins in
-  `queued_spin_lock_slowpath` on `jiffies_lock` with interrupts off (Xen's `d` dump in the kept
-  log); the `error` beside it is the same domU kind dying of `Oops: stack guard page` after
-  Xen's callback was taken at `error_entry+0x10`, where interrupts are off. Both fit an
-  interrupt delivered while the domU's IF is clear; not yet located between Xen's SVM
-  interrupt injection and QEMU's SVM emulation (README, "Open: a PVH domU under `-icount`
-  can hang"). QEMU 7.2 shows it too, so it is not new in QEMU 10: there the vCPU spun in
-  `ktime_get_update_offsets_now` with RFLAGS 0x2, a timekeeping seqcount read looping on a
-  write its own CPU never finished.
+  `queued_spin_lock_slowpath` on `jiffies_lock`, or in `ktime_get_update_offsets_now`, with
+  interrupts off (Xen's `d` dump in the kept log); the `error` beside it is the same domU kind
+  dying of `Oops: stack guard page` after Xen's callback was taken at `error_entry+0x10`.
+  Located: QEMU's TCG delivers an interrupt injected by VMRUN a second time, with IF clear,
+  when an `-icount` budget ends inside the guest's handler (QEMU 7.2 and 10.0.2 alike;
+  `docs/qemu-svm-evtinj.md`, with its reproducer). The testbed's QEMU carries the fix; the
+  rows above were counted on QEMUs without it.
 - **`missing` resource0 in a PV domU with edu passed through**: pcifront lists the device, but
   not its BAR's `resource0`, so nothing in the domU can map it. QEMU 7.2 only (1 in 20 here,
   4 in 10 in an earlier count); none in 20 on QEMU 10, which the testbed runs. Not located
@@ -683,7 +682,7 @@ def write_doc(results, path):
     return path
 
 
-def main(results, which="system", sections=SECTIONS, quick=False, only=None):
+def main(results, which="testbed", sections=SECTIONS, quick=False, only=None):
     qemu.use(which)
     c = Census(results, QUICK if quick else PLAN, only)
     log("census on QEMU %s (%s): %s; rows in %s" % (c.q["qemu_version"], c.q["qemu_binary"],

@@ -192,8 +192,9 @@ def make_parser():
     ce = sub.add_parser("census", help="count the testbed's own failures: boots, the race tests' load, PVH "
                                        "domUs under -icount, passthrough domUs; one row per trial, resumable",
                         description=census.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ce.add_argument("--qemu", choices=qemu.CHOICES, default="system",
-                    help="the host's QEMU (system, the testbed's own) or Debian 12's QEMU 7.2, for comparison")
+    ce.add_argument("--qemu", choices=qemu.CHOICES, default="testbed",
+                    help="the testbed's QEMU (QEMU 10 built with testbed/qemu's fixes), the host's QEMU 10 as "
+                         "Debian ships it (system), or Debian 12's QEMU 7.2, for comparison")
     ce.add_argument("--sections", default=",".join(census.SECTIONS), metavar="LIST",
                     help="comma-separated subset of %s (default all)" % ",".join(census.SECTIONS))
     ce.add_argument("--quick", action="store_true", help="a few trials of each, to try the census out")

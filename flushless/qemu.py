@@ -1,11 +1,12 @@
-"""The QEMU that runs the testbed: its binary, its version, and Debian 12's QEMU 7.2 beside it.
+"""The QEMU that runs the testbed: its binary, its version, and the QEMUs beside it.
 
-The testbed runs the host's qemu-system-x86_64, QEMU 10 from bookworm-backports
-(testbed/install-deps.sh). Debian 12's own QEMU 7.2 stays available for comparison (the flake
-census): its .debs are taken from apt's bookworm lists and unpacked into the build cache, and
-run with its own firmware directory. `use()` picks one for the whole process; every boot and
-every result's versions name it.
-"""
+The testbed runs QEMU 10.0.2 built from Debian's source tarball with testbed/qemu's fixes
+(build.Qemu; docs/qemu-svm-evtinj.md says why), with the firmware of the host's QEMU 10 from
+bookworm-backports (testbed/install-deps.sh). That host binary, unpatched, stays available
+('system'), and so does Debian 12's own QEMU 7.2 ('7.2', for the flake census): its .debs are
+taken from apt's bookworm lists and unpacked into the build cache, and run with its own
+firmware directory. `use()` picks one for the whole process; every boot and every result's
+versions name it."""
 
 import glob
 import os
@@ -21,14 +22,17 @@ SYSTEM = "qemu-system-x86_64"
 # Debian 12's QEMU: the packages that hold its binary and its option ROMs (its BIOS is seabios',
 # installed on the host with either QEMU).
 DEBIAN12 = ("qemu-system-x86", "qemu-system-common", "qemu-system-data")
-CHOICES = ("system", "7.2")
+CHOICES = ("testbed", "system", "7.2")
+# The host's QEMU 10 firmware (qemu-system-data, seabios) for the testbed's own build.
+FIRMWARE = ("/usr/share/qemu", "/usr/share/seabios")
 
-_selected = {"which": "system"}
+_selected = {"which": "testbed"}
 _info = {}
 
 
 def use(which):
-    """Run every later boot of this process on WHICH: 'system' (the host's QEMU) or '7.2'."""
+    """Run every later boot of this process on WHICH: 'testbed' (the build with testbed/qemu's
+    fixes), 'system' (the host's QEMU, as Debian ships it) or '7.2'."""
     if which not in CHOICES:
         raise ToolError("unknown QEMU '%s' (%s)" % (which, ", ".join(CHOICES)))
     _selected["which"] = which
@@ -42,6 +46,8 @@ def argv0():
     """The binary and its firmware directories, as the start of a QEMU command line."""
     if selected() == "system":
         return [SYSTEM]
+    if selected() == "testbed":
+        return [_testbed_binary()] + [a for d in FIRMWARE for a in ("-L", d)]
     root = _debian12_root()
     return [os.path.join(root, "usr", "bin", SYSTEM), "-L", os.path.join(root, "usr", "share", "qemu"),
             "-L", "/usr/share/seabios", "-L", "/usr/share/qemu"]
@@ -59,13 +65,28 @@ def info():
         m = re.search(r"QEMU emulator version (\S+)(?: \((?:Debian )?(.*?)\))?", out)
         if not m:
             raise ToolError("%s --version printed no version: %s" % (binary, out.strip()[:200]))
-        _info[which] = {"qemu_version": m.group(1), "qemu_package": m.group(2) or "", "qemu_binary": binary}
+        version, package = m.group(1), m.group(2) or ""
+        if which == "testbed":
+            # Not the stock release: the version says so, and the census keeps its rows apart.
+            from . import build
+            version += "+testbed"
+            package = "built from %s with testbed/qemu/%s" % (build.QEMU_ORIG.name,
+                                                              ", ".join(build.Qemu().manifest()["patches"]))
+        _info[which] = {"qemu_version": version, "qemu_package": package, "qemu_binary": binary}
     return dict(_info[which])
 
 
 def _cache():
     from . import build
     return os.path.join(build.CACHE, "qemu")
+
+
+def _testbed_binary():
+    """The testbed's own build (built once, then cached by the hash of its inputs)."""
+    if "testbed_binary" not in _info:
+        from . import build
+        _info["testbed_binary"] = os.path.join(build.Qemu().ensure(), SYSTEM)
+    return _info["testbed_binary"]
 
 
 def _debian12_root():
@@ -115,38 +136,56 @@ def _debver(v):
     return [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", v)]
 
 
-# testbed/reproducers/xsave_ts.c: a multiboot kernel asking whether this QEMU raises #NM
-# for XSAVE, XSAVEOPT and XRSTOR while CR0.TS is set (docs/qemu-xsave-ts.md).
-XSAVE_TS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "testbed", "reproducers")
-XSAVE_TS_TIMEOUT = 60
+# Multiboot kernels that each ask the selected QEMU one question (testbed/reproducers/*.c):
+# built with the host's gcc, booted with -kernel, answered on COM1, ended by isa-debug-exit.
+REPRODUCERS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "testbed", "reproducers")
+REPRODUCER_TIMEOUT = 60
 
 
-def xsave_ts():
-    """{instruction: raised #NM under CR0.TS} on the selected QEMU (TCG, the testbed's CPU)."""
+def run_reproducer(name, extra=()):
+    """Boot testbed/reproducers/NAME.c on the selected QEMU; (QEMU's exit status, its COM1 lines)."""
     from .testbed import CPU
     tools.require("gcc")
     tools.require("ld")
-    with tempfile.TemporaryDirectory(prefix="flushless-xsave-ts-") as d:
-        obj, elf = os.path.join(d, "xsave_ts.o"), os.path.join(d, "xsave_ts.elf")
+    with tempfile.TemporaryDirectory(prefix="flushless-%s-" % name) as d:
+        obj, elf = os.path.join(d, name + ".o"), os.path.join(d, name + ".elf")
         capture(["gcc", "-m32", "-O2", "-ffreestanding", "-fno-pic", "-fno-stack-protector", "-nostdlib",
-                 "-Wall", "-Werror", "-c", os.path.join(XSAVE_TS, "xsave_ts.c"), "-o", obj],
-                "compiling the reproducer")
-        capture(["ld", "-m", "elf_i386", "--no-warn-rwx-segments", "-T", os.path.join(XSAVE_TS, "xsave_ts.ld"),
-                 obj, "-o", elf], "linking the reproducer")
+                 "-Wall", "-Werror", "-c", os.path.join(REPRODUCERS, name + ".c"), "-o", obj],
+                "compiling the reproducer %s" % name)
+        capture(["ld", "-m", "elf_i386", "--no-warn-rwx-segments", "-T", os.path.join(REPRODUCERS, "multiboot.ld"),
+                 obj, "-o", elf], "linking the reproducer %s" % name)
         argv = argv0() + ["-accel", "tcg", "-cpu", CPU, "-kernel", elf, "-display", "none", "-serial", "stdio",
                           "-device", "isa-debug-exit,iobase=0xf4,iosize=4", "-no-reboot", "-nodefaults"]
         try:
             # subprocess.run kills QEMU when the timeout expires.
-            p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               stdin=subprocess.DEVNULL, timeout=XSAVE_TS_TIMEOUT)
+            p = subprocess.run(argv + list(extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               stdin=subprocess.DEVNULL, timeout=REPRODUCER_TIMEOUT)
         except subprocess.TimeoutExpired:
-            raise ToolError("the XSAVE/CR0.TS reproducer did not end within %d s" % XSAVE_TS_TIMEOUT)
-    lines = [x.split() for x in p.stdout.splitlines() if x.startswith("XSAVE-TS ")]
+            raise ToolError("the reproducer %s did not end within %d s" % (name, REPRODUCER_TIMEOUT))
+    return p.returncode, p.stdout + p.stderr
+
+
+def xsave_ts():
+    """{instruction: raised #NM under CR0.TS} on the selected QEMU (TCG, the testbed's CPU):
+    testbed/reproducers/xsave_ts.c, docs/qemu-xsave-ts.md."""
+    rc, out = run_reproducer("xsave_ts")
+    lines = [x.split() for x in out.splitlines() if x.startswith("XSAVE-TS ")]
     result = {x[1]: x[2] == "nm" for x in lines if len(x) == 3 and x[2] in ("nm", "no-nm")}
     # isa-debug-exit: QEMU's status is (code << 1) | 1; the reproducer's code is 0 or 1 after
     # a full run, 2 after an unexpected fault, 3 without XSAVE.
     done = any(x[1:2] == ["done"] for x in lines)
-    if not done or p.returncode not in (1, 3) or not {"pxor", "fxsave", "xsave", "xrstor"} <= set(result):
-        raise ToolError("the XSAVE/CR0.TS reproducer failed (QEMU exit %d):\n%s%s"
-                        % (p.returncode, p.stdout[-2000:], p.stderr[-2000:]))
+    if not done or rc not in (1, 3) or not {"pxor", "fxsave", "xsave", "xrstor"} <= set(result):
+        raise ToolError("the XSAVE/CR0.TS reproducer failed (QEMU exit %d):\n%s" % (rc, out[-2000:]))
     return result
+
+
+def svm_evtinj(icount=True):
+    """How often the selected QEMU delivers one external interrupt injected with SVM's EVENTINJ:
+    {'deliveries': N, 'if_clear': M} (testbed/reproducers/svm_evtinj.c,
+    docs/qemu-svm-evtinj.md). Once is right; a second delivery, with IF clear, is the bug."""
+    rc, out = run_reproducer("svm_evtinj", ["-icount", "shift=0,sleep=off"] if icount else [])
+    m = re.search(r"^SVM-EVTINJ exit 0x([0-9a-f]+) deliveries (\d+) if-clear (\d+)$", out, re.M)
+    # isa-debug-exit: (code << 1) | 1; code 0 once, 1 more than once, 2 a fault or a failed VMRUN.
+    if not m or rc not in (1, 3) or int(m.group(1), 16) != 0x78:
+        raise ToolError("the SVM EVENTINJ reproducer failed (QEMU exit %d):\n%s" % (rc, out[-2000:]))
+    return {"deliveries": int(m.group(2)), "if_clear": int(m.group(3))}

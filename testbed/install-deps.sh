@@ -16,6 +16,7 @@ packages=(
 	gcc make patch xz-utils python3
 	flex bison bc libelf-dev libssl-dev dwarves   # Xen and Linux build dependencies
 	ccache               # fast kernel rebuilds after a patch changes
+	pkg-config ninja-build libglib2.0-dev libpixman-1-dev libslirp-dev python3-venv   # the testbed's QEMU (build.Qemu)
 	procps               # pgrep, used by the tests
 )
 

@@ -11,13 +11,13 @@ import pytest
 from flushless import qemu
 
 
-@pytest.mark.parametrize("which", ["system", "7.2"])
+@pytest.mark.parametrize("which", ["testbed", "system", "7.2"])
 def test_xsave_family_ignores_cr0_ts(which):
     qemu.use(which)
     try:
         res = qemu.xsave_ts()
     finally:
-        qemu.use("system")
+        qemu.use("testbed")
     print(which, res)
     assert res["pxor"] and res["fxsave"], "the reproducer's own #NM controls failed: %s" % res
     stale = [k for k in ("xsave", "xsaveopt", "xrstor") if res.get(k)]
