@@ -18,8 +18,10 @@ from .testbed import BootConfig
 
 # (label, guest kind): the lab's EPT=1 and EPT=0 (QEMU TCG offers AMD's nested paging).
 GUESTS = (("hap1", "pvh-hap"), ("hap0", "pvh-shadow"))
-# Host seconds per run; the default profile's longest takes about 30. Under -icount a PVH domU
-# now and then spins for good on a lock with interrupts off (README, "Seed 002 on Xen").
+# Host seconds per run; pagetable_bench, the longest, takes about 9 minutes under -icount. The
+# PVH domUs that hung here took an interrupt twice, with IF clear: a QEMU bug that the testbed's
+# QEMU has the fix for (docs/qemu-svm-evtinj.md). A run that still does not end fails with the
+# console's tail and Xen's dump.
 RUN_TIMEOUT = 900
 MEM_MB = 768  # two domUs beside dom0's 1 GiB in QEMU's 3 GiB; room for tlb_bench's 256 MiB
 PER_FORK = ("vmexits", "shadow_faults", "shadow_faults_fixed", "shadow_emulated_writes", "shadow_guest_faults",
