@@ -255,8 +255,6 @@ void main(void)
 	vmcb.gdtr.base = (uint32_t)gdt;
 	vmcb.idtr.limit = sizeof(guest_idt) - 1;
 	vmcb.idtr.base = (uint32_t)guest_idt;
-	vmcb.tr.attrib = 0x8b;
-	vmcb.tr.limit = 0xffff;
 	vmcb.cpl = 0;
 	vmcb.efer = EFER_SVME;
 	vmcb.cr0 = 0x11;	/* PE, ET */
