@@ -655,7 +655,7 @@ class Qemu(Part):
         build_dir = os.path.join(tree, "build")
         os.makedirs(build_dir)
         run_logged(["../configure"] + QEMU_CONFIGURE, logfile, "qemu: configure", cwd=build_dir, env=env)
-        log("qemu: compiling qemu-system-x86_64 with %d jobs (about 20 min cold)" % nproc())
+        log("qemu: compiling qemu-system-x86_64 with %d jobs (about 5 min cold on 2 cores)" % nproc())
         run_logged(["ninja", "-j%d" % nproc(), "qemu-system-x86_64"], logfile, "qemu: build", cwd=build_dir,
                    env=env, count=r"^\[\d+/\d+\] Compiling")
         binary = os.path.join(out, qemu.SYSTEM)

@@ -18,7 +18,7 @@ from .testbed import BootConfig
 
 # (label, guest kind): the lab's EPT=1 and EPT=0 (QEMU TCG offers AMD's nested paging).
 GUESTS = (("hap1", "pvh-hap"), ("hap0", "pvh-shadow"))
-# Host seconds per run; pagetable_bench, the longest, takes 8 to 12 minutes under -icount. The
+# Host seconds per run; the default profile's longest takes about 30. The
 # PVH domUs that hung here took an interrupt twice, with IF clear: a QEMU bug that the testbed's
 # QEMU has the fix for (docs/qemu-svm-evtinj.md). A run that still does not end fails with the
 # console's tail and Xen's dump.
