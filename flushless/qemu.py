@@ -23,8 +23,9 @@ SYSTEM = "qemu-system-x86_64"
 # installed on the host with either QEMU).
 DEBIAN12 = ("qemu-system-x86", "qemu-system-common", "qemu-system-data")
 CHOICES = ("testbed", "system", "7.2")
-# The host's QEMU 10 firmware (qemu-system-data, seabios) for the testbed's own build.
-FIRMWARE = ("/usr/share/qemu", "/usr/share/seabios")
+# Where Debian's QEMU 10 looks for firmware (`qemu-system-x86_64 -L help`: qemu-system-data,
+# seabios, ipxe-qemu's option ROMs such as e1000e's), for the testbed's own build.
+FIRMWARE = ("/usr/share/qemu", "/usr/share/seabios", "/usr/lib/ipxe/qemu")
 
 _selected = {"which": "testbed"}
 _info = {}
