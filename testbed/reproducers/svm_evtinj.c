@@ -15,9 +15,8 @@
  * handler spin with IF clear for about 40 ms of guest time before HLT (intercepted). It
  * prints one line on COM1 and ends QEMU through isa-debug-exit (iobase 0xf4).
  */
-#include <stdint.h>
+#include "multiboot.h"
 
-#define MB_MAGIC 0x1BADB002u
 #define VECTOR 0x40
 #define MSR_EFER 0xc0000080u
 #define EFER_SVME (1u << 12)
@@ -30,9 +29,6 @@
 #define SPIN_ROUNDS 20000000
 #define STR(x) #x
 #define XSTR(x) STR(x)
-
-__attribute__((section(".multiboot"), used, aligned(4)))
-static const uint32_t multiboot[3] = { MB_MAGIC, 0, -MB_MAGIC };
 
 struct vmcb_seg {
 	uint16_t selector, attrib;
@@ -71,7 +67,6 @@ _Static_assert(sizeof(struct vmcb) == 0x1000, "VMCB layout");
 
 static struct vmcb vmcb __attribute__((aligned(4096)));
 static uint8_t hsave[4096] __attribute__((aligned(4096)));
-static uint64_t gdt[3] = { 0, 0x00cf9a000000ffffull, 0x00cf92000000ffffull };
 static uint64_t host_idt[32];
 static uint64_t guest_idt[VECTOR + 1];
 
@@ -85,12 +80,6 @@ void run_guest(struct vmcb *v);
 
 __asm__(
 	".pushsection .text\n"
-	".globl start\n"
-	"start:\n"
-	"	mov $stack_top, %esp\n"
-	"	call main\n"
-	"1:	hlt\n"
-	"	jmp 1b\n"
 	/* Reached only if the injection did not happen: HLT exits to the host. */
 	"guest_entry:\n"
 	"	hlt\n"
@@ -125,23 +114,10 @@ __asm__(
 	".pushsection .bss\n"
 	".align 16\n"
 	"	.skip 16384\n"
-	"stack_top:\n"
-	"	.skip 16384\n"
 	"guest_stack_top:\n"
 	".popsection\n");
 
 extern uint8_t guest_stack_top[];
-
-static inline void outb(uint16_t port, uint8_t v)
-{
-	__asm__ volatile("outb %0, %1" : : "a"(v), "Nd"(port));
-}
-
-static void puts_serial(const char *s)
-{
-	while (*s)
-		outb(0x3f8, *s++);
-}
 
 static void put_dec(uint32_t v)
 {
@@ -162,28 +138,13 @@ static void put_hex(uint32_t v)
 
 	puts_serial("0x");
 	for (i = 28; i >= 0; i -= 4)
-		outb(0x3f8, "0123456789abcdef"[(v >> i) & 15]);
-}
-
-static void exit_qemu(uint8_t code)
-{
-	/* isa-debug-exit: QEMU exits with (code << 1) | 1. */
-	__asm__ volatile("outl %0, %1" : : "a"((uint32_t)code), "Nd"((uint16_t)0xf4));
-	for (;;)
-		__asm__ volatile("hlt");
+		putc_serial("0123456789abcdef"[(v >> i) & 15]);
 }
 
 void fatal(void)
 {
 	puts_serial("SVM-EVTINJ host-fault\n");
 	exit_qemu(2);
-}
-
-static uint64_t gate(void (*fn)(void))
-{
-	uint32_t a = (uint32_t)fn;
-
-	return (a & 0xffff) | (0x08ull << 16) | (0x8eull << 40) | ((uint64_t)(a >> 16) << 48);
 }
 
 static void wrmsr(uint32_t msr, uint64_t v)
@@ -199,19 +160,13 @@ static uint64_t rdmsr(uint32_t msr)
 	return ((uint64_t)hi << 32) | lo;
 }
 
-static void load_tables(void)
+static void load_host_tables(void)
 {
-	struct __attribute__((packed)) { uint16_t limit; uint32_t base; } g = { sizeof(gdt) - 1, (uint32_t)gdt },
-		i = { sizeof(host_idt) - 1, (uint32_t)host_idt };
 	int v;
 
 	for (v = 0; v < 32; v++)
 		host_idt[v] = gate(host_fault);
-	__asm__ volatile("lgdt %0\n"
-			 "ljmp $0x08, $1f\n"
-			 "1: mov $0x10, %%ax\n"
-			 "mov %%ax, %%ds\n mov %%ax, %%es\n mov %%ax, %%ss\n"
-			 "lidt %1" : : "m"(g), "m"(i) : "eax", "memory");
+	load_tables(host_idt, sizeof(host_idt));
 }
 
 static void flat(struct vmcb_seg *s, uint16_t sel, uint16_t attrib)
@@ -226,7 +181,7 @@ void main(void)
 {
 	uint32_t a, b, c, d, exit_code;
 
-	load_tables();
+	load_host_tables();
 	__asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0x80000001), "c"(0));
 	if (!(c & (1u << 2))) {
 		puts_serial("SVM-EVTINJ no-svm\n");

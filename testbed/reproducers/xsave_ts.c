@@ -10,16 +10,10 @@
  * A multiboot kernel: boot it with QEMU's -kernel, it prints one line per instruction
  * on COM1 and ends QEMU through isa-debug-exit (iobase 0xf4).
  */
-#include <stdint.h>
-
-#define MB_MAGIC 0x1BADB002u
-
-__attribute__((section(".multiboot"), used, aligned(4)))
-static const uint32_t multiboot[3] = { MB_MAGIC, 0, -MB_MAGIC };
+#include "multiboot.h"
 
 volatile uint32_t nm_count;
 static uint8_t area[4096] __attribute__((aligned(64)));
-static uint64_t gdt[3] = { 0, 0x00cf9a000000ffffull, 0x00cf92000000ffffull };
 static uint64_t idt[32];
 
 void nm_stub(void);
@@ -27,13 +21,7 @@ void ud_stub(void);
 void gp_stub(void);
 
 __asm__(
-	".text\n"
-	".globl start\n"
-	"start:\n"
-	"	mov $stack_top, %esp\n"
-	"	call main\n"
-	"1:	hlt\n"
-	"	jmp 1b\n"
+	".pushsection .text\n"
 	/* #NM: count it, clear TS and run the instruction again. */
 	"nm_stub:\n"
 	"	lock incl nm_count\n"
@@ -45,34 +33,7 @@ __asm__(
 	"gp_stub:\n"
 	"	push $'G'\n"
 	"	call fatal\n"
-	".bss\n"
-	".align 16\n"
-	"	.skip 16384\n"
-	"stack_top:\n");
-
-static inline void outb(uint16_t port, uint8_t v)
-{
-	__asm__ volatile("outb %0, %1" : : "a"(v), "Nd"(port));
-}
-
-static void putc_serial(char c)
-{
-	outb(0x3f8, c);
-}
-
-static void puts_serial(const char *s)
-{
-	while (*s)
-		putc_serial(*s++);
-}
-
-static void exit_qemu(uint8_t code)
-{
-	/* isa-debug-exit: QEMU exits with (code << 1) | 1. */
-	__asm__ volatile("outl %0, %1" : : "a"((uint32_t)code), "Nd"((uint16_t)0xf4));
-	for (;;)
-		__asm__ volatile("hlt");
-}
+	".popsection\n");
 
 void fatal(uint32_t what)
 {
@@ -80,25 +41,6 @@ void fatal(uint32_t what)
 	putc_serial((char)what);
 	puts_serial("\n");
 	exit_qemu(2);
-}
-
-static void set_gate(int vec, void (*fn)(void))
-{
-	uint32_t a = (uint32_t)fn;
-
-	idt[vec] = (a & 0xffff) | (0x08ull << 16) | (0x8eull << 40) | ((uint64_t)(a >> 16) << 48);
-}
-
-static void load_tables(void)
-{
-	struct __attribute__((packed)) { uint16_t limit; uint32_t base; } g = { sizeof(gdt) - 1, (uint32_t)gdt },
-		i = { sizeof(idt) - 1, (uint32_t)idt };
-
-	__asm__ volatile("lgdt %0\n"
-			 "ljmp $0x08, $1f\n"
-			 "1: mov $0x10, %%ax\n"
-			 "mov %%ax, %%ds\n mov %%ax, %%es\n mov %%ax, %%ss\n"
-			 "lidt %1" : : "m"(g), "m"(i) : "eax", "memory");
 }
 
 static void set_ts(void)
@@ -126,10 +68,10 @@ void main(void)
 	uint32_t a, b, c, d, cr4;
 	int missing = 0;
 
-	set_gate(6, ud_stub);
-	set_gate(7, nm_stub);
-	set_gate(13, gp_stub);
-	load_tables();
+	idt[6] = gate(ud_stub);
+	idt[7] = gate(nm_stub);
+	idt[13] = gate(gp_stub);
+	load_tables(idt, sizeof(idt));
 
 	__asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
 	if (!(c & (1u << 26))) {
