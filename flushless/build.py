@@ -204,6 +204,11 @@ def patches(kind):
 DEFAULT_RACE_FIXTURES = ("linux-broken/free-to-the-page-allocator.patch",)
 
 
+# Fixes of stock Linux bugs that the testbed meets, applied to Debian's source before anything
+# else in every kernel we build (vanilla too: it stays the source the series starts from).
+LINUX_FIXES = "testbed/linux/fixes/*.patch"
+
+
 def testbed_linux_series(broken=()):
     """The series, BROKEN fixtures if any, then the testbed-only patches (testbed/linux): PTE
     update modes on fork, the pool on bare metal, the study's fixed policy."""
@@ -491,7 +496,7 @@ class DebianKernel(Kernel):
 
 
 class BuiltKernel(Kernel):
-    """linux-source-7.3 (trixie-backports) with patches/linux/ applied, x86_64_defconfig +
+    """linux-source-7.3 (trixie-backports) with testbed/linux/fixes/ and patches/linux/ applied, x86_64_defconfig +
     xen.config + our fragment. vanilla=True: the same source and config without the series,
     so that "off = stock" compares like with like.
     debug=True: the debug fragment (testbed/linux/debug.config) merged on top. no_pv=True:
@@ -510,6 +515,7 @@ class BuiltKernel(Kernel):
         if no_pv:
             self.name += "-nopv"
         self.series = patches("linux") if series is None else series
+        self.fixes = file_list(LINUX_FIXES)
         self.jobs = jobs or nproc()
         # A prefix of the series (or none) does not offer every option of the fragments
         # (the pool's KUnit suite needs patches/linux 0004): then a dropped line only warns.
@@ -523,7 +529,8 @@ class BuiltKernel(Kernel):
 
     def pinned_inputs(self):
         return ([("linux-source", self.version()), ("gcc", gcc_version())]
-                + [("file:config", f) for f in self.fragments] + [("file:patch", p) for p in self.series])
+                + [("file:config", f) for f in self.fragments] + [("file:fix", p) for p in self.fixes]
+                + [("file:patch", p) for p in self.series])
 
     def build(self, out):
         tools.require("dpkg-deb", "gcc", "make", "flex", "bison", "bc", "patch", "xz")
@@ -536,7 +543,7 @@ class BuiltKernel(Kernel):
         run_logged(["sh", "-c", "dpkg-deb --fsys-tarfile '%s' | tar -xO '%s' | tar -xJ" % (deb, tarball)],
                    logfile, "linux: unpack", cwd=work)
         tree = os.path.join(work, LINUX_SOURCE)
-        apply_patches(tree, self.series, logfile, "linux", source)
+        apply_patches(tree, self.fixes + self.series, logfile, "linux", source)
         env = dict(os.environ)
         make = ["make", "-C", tree]
         if tools.have("ccache"):
@@ -570,7 +577,7 @@ class BuiltKernel(Kernel):
         os.makedirs(os.path.join(out, "modules"))
         shutil.rmtree(work)
         return {"linux_source_version": source.version, "debian": source.record(), "release": release,
-                "patches": [os.path.basename(p) for p in self.series]}
+                "fixes": [os.path.basename(p) for p in self.fixes], "patches": [os.path.basename(p) for p in self.series]}
 
 
 def check_fragment(config_path, fragment_path):

@@ -426,7 +426,7 @@ def create_once(tb, kind, check=None):
         if "exited 3" in text:
             return "crash", text.splitlines()[0], secs
         if "exited 4" in text:
-            return "death", text.splitlines()[0], secs
+            return "no device", text.splitlines()[0], secs
         return "error", text.splitlines()[0], secs
     secs = round(time.monotonic() - t0, 1)
     outcome, what = "ok", ""

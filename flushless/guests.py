@@ -23,8 +23,6 @@ NAME = "flushless-domu"
 DOMU_ARGS = ("xen_privcmd.unrestricted=1",)
 MEM_MB = 512
 BOOT_TIMEOUT = 660
-# guestboot's status for a pv-passthrough domU whose pcifront did not connect.
-PCIFRONT_LOST = 4
 
 
 def check_kind(kind):
@@ -48,7 +46,6 @@ class Guest:
         self.kernel_args = DOMU_ARGS + tuple(kernel_args)
         self.domid = None
         self.boot_seconds = None
-        self.pcifront_retries = 0
 
     def __enter__(self):
         self.start()
@@ -70,24 +67,12 @@ class Guest:
         log("domU: creating a %s domU (%d vCPUs, %d MiB)" % (self.kind, self.vcpus, self.mem_mb))
         t0 = time.monotonic()
         status, lines = self.tb.run(cmd, timeout=BOOT_TIMEOUT)
-        if status == PCIFRONT_LOST:
-            # Created once more, and said. The cause is a race in stock 7.3's xenbus in the domU:
-            # xenbus_dev_changed() reads the frontend's state in xenstore, then compares it with
-            # the device's local state read later (drivers/xen/xenbus/xenbus_probe.c:679-685).
-            # Its watch thread read 1 just before pcifront's probe committed 3, and the local
-            # state 3 just after: it took that for a reset of the backend and unregistered
-            # pcifront, which nothing probes again, while pciback stays connected (2 of about 15
-            # pv-passthrough boots on 2026-11-27; nobody writes 1 after 3). guestboot destroyed
-            # the domU.
-            log("domU: its pcifront did not connect (%s); creating it once more"
-                % next((x for x in lines if "pcifront is in state" in x), "?"))
-            self.pcifront_retries += 1
-            status, lines = self.tb.run(cmd, timeout=BOOT_TIMEOUT)
         ok = [line for line in lines if line.startswith("guestboot ok ")]
-        # Not retried: the domU that crashed while booting and xl create killed by SIGSEGV were
-        # seen with Xen's lazy FPU switching only (docs/qemu-xsave-ts.md); guestboot exits 3 for
-        # a domU that shut down or vanished, 4 for a pcifront that did not connect, 1 for the
-        # rest, 2 for bad arguments.
+        # Never retried. Seen: the domU that crashed while booting and xl create killed by
+        # SIGSEGV, with Xen's lazy FPU switching only (docs/qemu-xsave-ts.md); a pcifront that
+        # never connected, from a race in stock Linux's xenbus that testbed/linux/fixes/0001
+        # closes. guestboot exits 3 for a domU that shut down or vanished, 4 for a pcifront
+        # that did not connect, 1 for the rest, 2 for bad arguments.
         if status != 0 or not ok:
             raise ToolError("the %s domU did not start (guestboot exited %d):\n%s%s"
                             % (self.kind, status, "\n".join("    " + x for x in lines[-45:]),
