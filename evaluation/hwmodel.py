@@ -139,6 +139,131 @@ def report_text(rows, constants, published=None):
     return "\n".join(lines)
 
 
+# --- a device's DMA beside the page-table churn (results/io.json) ---------------------------
+
+IO_GBPS = (10, 40, 100, 200)
+GIB_BITS = 8 * 2 ** 30
+# The configurations of the line-rate table: (name, io.json boot, cache).
+IO_CONFIGS = (("stock strict", "strict", "off"), ("the cache", "strict", "on"), ("relaxed", "relaxed", "-"))
+
+
+def load_io_constants(path=HARDWARE):
+    with open(path) as f:
+        doc = json.load(f)
+    return {k: dict(v) for k, v in doc["io_constants"].items()}, {k: dict(doc["constants"][k]) for k in ("t_inv",
+                                                                                                       "t_inv_domain")}
+
+
+def io_inputs(rows):
+    """io.json's rows -> per (boot, cache, block_kb): invalidations per process creation by kind,
+    the disk's misses per GiB when idle, its extra misses per domain-wide invalidation, from the
+    sums over the busy runs (the device's counts, QEMU's trace)."""
+    out = {}
+    idle = {}
+    for r in rows:
+        if r["condition"] == "idle":
+            i = idle.setdefault((r["boot"], r["block_kb"]), {"misses": 0, "bytes": 0})
+            i["misses"] += r["misses"]
+            i["bytes"] += r["bytes"]
+    for r in rows:
+        if r["condition"] != "busy":
+            continue
+        k = (r["boot"], r["cache"], r["block_kb"])
+        o = out.setdefault(k, {"creations": 0.0, "inv_pages": 0, "inv_domain": 0, "misses": 0, "bytes": 0,
+                               "runs": 0})
+        o["creations"] += r["creations"]
+        o["inv_pages"] += r["inv_pages"]
+        o["inv_domain"] += r["inv_domain"] + r["inv_global"]
+        o["misses"] += r["misses"]
+        o["bytes"] += r["bytes"]
+        o["runs"] += 1
+    slopes = page_inv_slopes(rows)
+    res = {}
+    for (boot, cache, block), o in out.items():
+        i = idle.get((boot, block))
+        idle_per_gib = i["misses"] * 2 ** 30 / i["bytes"] if i and i["bytes"] else 0.0
+        extra = max(o["misses"] - idle_per_gib * o["bytes"] / 2 ** 30, 0.0)
+        res[(boot, cache, block)] = {
+            "runs": o["runs"], "creations": round(o["creations"], 1),
+            "page_inv_per_creation": o["inv_pages"] / o["creations"] if o["creations"] else 0.0,
+            "domain_inv_per_creation": o["inv_domain"] / o["creations"] if o["creations"] else 0.0,
+            "idle_misses_per_gib": idle_per_gib,
+            "extra_misses_per_domain_inv": extra / o["inv_domain"] if o["inv_domain"] else None,
+            "misses_per_1000_page_inv": slopes.get((boot, block))}
+    return res
+
+
+def page_inv_slopes(rows):
+    """Per (boot, block_kb): the disk's misses per 1000 page-selective invalidations, the slope of
+    a least-squares line through the busy reads that had no domain-wide or global invalidation
+    (cache off and on together); None with fewer than two distinct counts."""
+    pts = {}
+    for r in rows:
+        if r["condition"] == "busy" and not r["inv_domain"] and not r["inv_global"]:
+            pts.setdefault((r["boot"], r["block_kb"]), []).append((r["inv_pages"], r["misses"]))
+    out = {}
+    for k, xy in pts.items():
+        n = len(xy)
+        mx, my = sum(x for x, _ in xy) / n, sum(y for _, y in xy) / n
+        sxx = sum((x - mx) ** 2 for x, _ in xy)
+        out[k] = round(1000 * sum((x - mx) * (y - my) for x, y in xy) / sxx, 3) if sxx else None
+    return out
+
+
+def io_loss(inp, gbps, v):
+    """One configuration's figures at GBPS with constants V: the share of the device's time spent
+    walking after invalidations, and of one CPU waiting for them."""
+    per_s = v["creations_per_s"]
+    page, dom = inp["page_inv_per_creation"] * per_s, inp["domain_inv_per_creation"] * per_s
+    walks = dom * v["w_refill"] + page * v["psc_share"] + inp["idle_misses_per_gib"] * gbps * 1e9 / GIB_BITS
+    base = inp["idle_misses_per_gib"] * gbps * 1e9 / GIB_BITS
+    return {"device_share": walks * v["t_walk"] / 1e6, "idle_share": base * v["t_walk"] / 1e6,
+            "cpu_share": (page * v["t_inv"] + dom * v["t_inv_domain"]) / 1e6,
+            "invalidations_per_s": page + dom}
+
+
+def io_model(rows, constants=None):
+    """The line-rate table: per configuration, I/O size and line rate, the throughput the device
+    loses to the walks the invalidations cause (beyond the idle device's own misses), at the
+    point values and over every corner of the ranges, and the CPU share of the flush waits."""
+    io_c, inv_c = constants or load_io_constants()
+    inputs = io_inputs(rows)
+    measured = [x["extra_misses_per_domain_inv"] for x in inputs.values() if x["extra_misses_per_domain_inv"]]
+    io_c["w_refill"]["value"] = io_c["w_refill"]["low"] = round(max(measured), 1) if measured else 0.0
+    consts = dict(io_c, **inv_c)
+    out = []
+    for name, boot, cache in IO_CONFIGS:
+        for block in sorted({k[2] for k in inputs}):
+            inp = inputs.get((boot, cache, block))
+            if inp is None:
+                continue
+            for gbps in IO_GBPS:
+                p = io_loss(inp, gbps, point(consts))
+                # Loss beyond the idle device's: the walks the invalidations caused.
+                losses = [io_loss(inp, gbps, c) for c in corners(consts)]
+                extra = [x["device_share"] - x["idle_share"] for x in losses]
+                out.append({"config": name, "block_kb": block, "gbps": gbps,
+                            "invalidations_per_s": round(p["invalidations_per_s"], 2),
+                            "loss": p["device_share"] - p["idle_share"], "loss_low": min(extra),
+                            "loss_high": max(extra), "cpu_share": p["cpu_share"],
+                            "cpu_share_high": max(x["cpu_share"] for x in losses)})
+    return {"rows": out, "inputs": {"%s/%s/%d" % k: v for k, v in inputs.items()}, "constants": consts,
+            "psc_sensitivity": io_psc_sensitivity(inputs, consts)}
+
+
+def io_psc_sensitivity(inputs, consts):
+    """Stock strict's loss at the point values with the paging-structure-cache share from 0 to 1."""
+    out = []
+    for (boot, cache, block), inp in sorted(inputs.items()):
+        if (boot, cache) != ("strict", "off"):
+            continue
+        for share in (0.0, 0.25, 0.5, 0.75, 1.0):
+            v = dict(point(consts), psc_share=share)
+            x = io_loss(inp, IO_GBPS[-1], v)
+            out.append({"block_kb": block, "psc_share": share, "loss": x["device_share"] - x["idle_share"]})
+    return out
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     results = argv[0] if argv else "results"

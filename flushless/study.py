@@ -152,12 +152,13 @@ PROFILES = {
                     fork_max_kb=131072, fork_n=20, tlb_max_kb=262144, tlb_accesses=1000000),
 }
 
-STAGES = ("groups", "timing", "network", "native", "native_kernel", "designs", "pte_modes", "seed")
+STAGES = ("groups", "timing", "network", "io", "native", "native_kernel", "designs", "pte_modes", "seed")
 # What each stage does (its start line), and the results files (RESULTS/NAME.json and .csv)
 # it writes: report.py names a missing section by its stage.
 STAGE_INTRO = {"groups": "the busy state in five boots: baseline, pre, adaptive, dyn, relaxed",
                "timing": "latencies, the CPU suite, a PTE page's cost and the seed benchmarks in one -icount boot",
                "network": "the TCP stream to the host",
+               "io": "an NVMe disk's DMA beside the busy state, cache off and on: IOTLB misses and invalidations per GiB",
                "native": "the seed lab's benchmarks on the host",
                "native_kernel": "the kernels booted without Xen",
                "designs": "stock strict and relaxed, the paper's design, xen-only and guest-only, side by side",
@@ -166,6 +167,7 @@ STAGE_INTRO = {"groups": "the busy state in five boots: baseline, pre, adaptive,
 STAGE_OUTPUTS = {"groups": ("flush_frequency", "cache_size", "cache_miss"),
                  "timing": ("pt_alloc_free_time", "pt_cycle_cost", "process_latency", "cpu_suite"),
                  "network": ("tcp_stream",),
+                 "io": ("io",),
                  "native": ("seed_fork_vs_memory", "seed_access_latency"),
                  "native_kernel": ("native_kernel",),
                  "designs": ("designs",),
@@ -587,6 +589,7 @@ class Study:
         return {"groups": lambda: self.run_groups(self.parts),
                 "timing": lambda: self.run_timing_boot(self.parts),
                 "network": lambda: self.run_network_boot(self.parts),
+                "io": self.run_io_stage,
                 "native": lambda: self.run_native_stage(self.parts),
                 "native_kernel": self.run_native_kernel_stage,
                 "designs": self.run_designs_stage,
@@ -747,6 +750,10 @@ class Study:
         doc = read_json(os.path.join(self.results, "partial", "handoff-timing.json"))
         if doc and doc.get("fingerprint") == self.fingerprint("timing"):
             self._seed, self._seed_meta = doc["rows"], doc["meta"]
+
+    def run_io_stage(self):
+        from . import device_io
+        device_io.run_stage(self, self.profile.name)
 
     def run_designs_stage(self):
         from . import designs

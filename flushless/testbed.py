@@ -28,6 +28,12 @@ LOG_BUF = "log_buf_len=4M"
 BOOTS = {"boots": 0, "retried": []}
 # Stalls per boot, the census's (docs/census.md, QEMU 10): 1 in 153 boots.
 STALL_RATE = 1 / 153
+# The emulated VT-d's trace events of its IOTLB (QEMU 10's hw/i386/trace-events): a hit, a miss
+# that walked the tables and filled an entry, the emptying of a full IOTLB, and the three kinds
+# of IOTLB invalidation that Xen's queued invalidations carry.
+IOTLB_EVENTS = ("vtd_iotlb_page_hit", "vtd_iotlb_page_update", "vtd_iotlb_reset", "vtd_inv_desc_iotlb_pages",
+                "vtd_inv_desc_iotlb_domain", "vtd_inv_desc_iotlb_global")
+NVME_SLOT = 6
 BOOT_TIMEOUT = 180  # seconds; a normal boot reaches the shell in 10-30 s, under -icount slower
 
 
@@ -60,6 +66,11 @@ class BootConfig:
     # QEMU's own record of every DMA the emulated VT-d refused (its vtd_dmar_fault trace
     # event): the device side's view, independent of Xen. Set by Testbed.
     fault_trace: str = None
+    # A raw image as an NVMe disk (flushless/io.py), at PCI 00:NVME_SLOT.0.
+    nvme_image: str = None
+    # The emulated VT-d's IOTLB events too, into the same trace: every translation's hit or
+    # miss and every invalidation, by kind (flushless/io.py counts them).
+    iotlb_trace: bool = False
 
     def __post_init__(self):
         if self.tcg_thread not in ("multi", "single"):
@@ -73,6 +84,9 @@ class BootConfig:
                 raise ToolError("missing boot file %s (run 'flushless build')" % f)
             if "," in f or " " in f:
                 raise ToolError("boot file path %s has a comma or space; QEMU's multiboot loader cannot take it" % f)
+        if self.nvme_image and ("," in self.nvme_image or not os.path.isfile(self.nvme_image)):
+            raise ToolError("NVMe image %s: not a file, or a path with a comma (QEMU's -drive cannot take it)"
+                            % self.nvme_image)
 
     def xen_cmdline(self):
         args = ["console=com1", "com1=115200,8n1", "dom0_mem=%s,max:%s" % (self.dom0_mem, self.dom0_mem),
@@ -119,8 +133,13 @@ class BootConfig:
             argv += ["-netdev", "user,id=net0", "-device", "e1000e,netdev=net0"]
         if self.icount:
             argv += ["-icount", "shift=0,sleep=off"]
+        if self.nvme_image:
+            argv += ["-drive", "file=%s,if=none,id=nvme0,format=raw" % self.nvme_image,
+                     "-device", "nvme,drive=nvme0,serial=flushless,addr=0x%x" % NVME_SLOT]
         if self.fault_trace:
             argv += ["-trace", "enable=vtd_dmar_fault", "-D", self.fault_trace]
+            if self.iotlb_trace:
+                argv += [a for e in IOTLB_EVENTS for a in ("-trace", "enable=" + e)]
         return argv + list(self.qemu_args)
 
 

@@ -138,6 +138,10 @@ WORKLOADS = {w.name: w for w in [
     Workload("tcpstream", "TCP stream to a receiver (the host, through the emulated NIC and IOMMU)",
              [Opt("host", "ipv4"), Opt("port", lo=1, hi=65535), Opt("seconds", lo=1, hi=3600),
               Opt("chunk-kb", lo=1, hi=1024)], timeout=lambda a: 120 + 2 * _arg(a, "seconds", 3)),
+    Workload("dmaread", "O_DIRECT reads of a block device into one buffer (QEMU's NVMe: DMA through the "
+                        "emulated IOMMU)",
+             [Opt("dev", kind="path"), Opt("mib", lo=1, hi=1048576), Opt("block-kb", lo=4, hi=4096)],
+             timeout=lambda a: 120 + 2 * _arg(a, "mib", 64)),
     Workload("cpusuite", "a CPU-bound integer program (gzip, bzip2, ..., bc), timed: the SPECint stand-in",
              [Opt("program", "choice", choices=CPU_PROGRAMS), Opt("input-kb", lo=1, hi=1048576),
               Opt("n", lo=1, hi=10000)]),

@@ -13,7 +13,7 @@ from flushless.build import REPO
 from flushless.progress import ToolError
 
 QUICK = study.PROFILES["quick"]
-METHODS = {"groups": "run_groups", "timing": "run_timing_boot", "network": "run_network_boot",
+METHODS = {"groups": "run_groups", "timing": "run_timing_boot", "network": "run_network_boot", "io": "run_io_stage",
            "native": "run_native_stage", "native_kernel": "run_native_kernel_stage", "designs": "run_designs_stage",
            "pte_modes": "run_pte_modes_stage", "seed": "run_seed_stage"}
 
@@ -89,7 +89,7 @@ def test_a_killed_run_resumes_at_the_stage_it_was_in(fake, capfd):
     err = capfd.readouterr().err
     assert "groups: done at %s, kept; --restart to redo it" % e["groups"]["ended"] in err
     assert "network: interrupted at" in err and "running it again" in err
-    assert "stage 3/8 network: the TCP stream" in err and "stage 3/8 network: done in" in err
+    assert "stage 3/9 network: the TCP stream" in err and "stage 3/9 network: done in" in err
     assert all(v["status"] == "done" for v in entries(results).values())
 
 

@@ -1,0 +1,268 @@
+"""Do the IOMMU flushes of page-table churn hurt a device's DMA, and does the cache help?
+
+The study's open question. An NVMe disk (QEMU's, a sparse raw image) sits behind the emulated
+VT-d, and QEMU traces its IOTLB (testbed.IOTLB_EVENTS): every translation of the disk's DMA as
+a hit or a miss, every reset of a full IOTLB, and every invalidation Xen sends, by kind. dom0
+reads the disk with dmaread (O_DIRECT, one buffer: without invalidations its translations stay
+cached) while churn, the study's busy state, runs beside it at several rates, with the cache
+off and on, interleaved in one boot. Idle is the same read with nothing beside it. Relaxed mode
+and caching mode (a virtualised IOMMU, where maps into empty entries are flushed too) are boots
+of their own. Per run: from QEMU's trace, the disk's translations, hits, misses (a table walk
+each) and IOTLB resets, and the invalidations by kind; from Xen, its queued IOTLB
+invalidations and its superpage coalesces and shatters. Everything per GiB read.
+"""
+
+import dataclasses
+import gzip
+import os
+import re
+import shutil
+import tempfile
+
+from . import build, measure, testbed
+from .progress import ToolError
+
+# The disk's requester ID on the emulated VT-d: bus 0, device testbed.NVME_SLOT, function 0.
+NVME_SID = testbed.NVME_SLOT << 3
+NVME_DEV = "/dev/nvme0n1"
+IMAGE_MIB = 256
+GIB = 1 << 30
+# The busy state's process tree (study.CHURN_SHAPE): tabs, their libraries and heap, residents.
+CHURN_SHAPE = ["--tabs", "4", "--libs", "2", "--lib-kb", "32", "--heap-kb", "128", "--resident", "16"]
+CHURN_PID, CHURN_OUT = "/tmp/io-churn.pid", "/tmp/io-churn.out"
+COUNTS = ("translations", "hits", "misses", "resets", "inv_pages", "inv_pages_4k", "inv_domain", "inv_global")
+XEN_COUNTS = ("qi_iotlb_inv", "iommu_pt_coalesces", "iommu_pt_shatters", "iommu_unmap_type", "iommu_map_type")
+_EVENT = re.compile(r"\b(vtd_iotlb_page_hit|vtd_iotlb_page_update|vtd_iotlb_reset|vtd_inv_desc_iotlb_pages|"
+                    r"vtd_inv_desc_iotlb_domain|vtd_inv_desc_iotlb_global)\b(.*)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    reads: tuple  # (KiB per read, MiB per run): each condition is run with each, for a few seconds
+    rounds: int
+    rates: tuple  # churn's process rates per minute for the busy state (the curve)
+    side_rate: int  # the busy state's rate in the relaxed and caching-mode boots
+
+
+PLANS = {
+    "quick": Plan(reads=((4, 16), (64, 128)), rounds=1, rates=(2168,), side_rate=2168),
+    "default": Plan(reads=((4, 64), (64, 512)), rounds=3, rates=(542, 2168, 8672), side_rate=2168),
+    "full": Plan(reads=((4, 128), (64, 1024)), rounds=5, rates=(271, 542, 1084, 2168, 4336, 8672), side_rate=2168),
+}
+
+
+def parse_trace(lines, sid=NVME_SID):
+    """QEMU's trace lines -> the counts of COUNTS over the span of the device SID's DMA (its
+    first translation to its last): its translations, hits and misses, the resets of the
+    IOTLB and the invalidations by kind (pages: descriptors, and the 4 KiB pages they cover)
+    in that span. What Xen flushed before the read began or after it ended touched no DMA."""
+    c = dict.fromkeys(COUNTS, 0)
+    pending = dict.fromkeys(COUNTS, 0)  # since the device's last translation: committed by the next
+    started = False
+    for line in lines:
+        m = _EVENT.search(line)
+        if not m:
+            continue
+        event, rest = m.groups()
+        if event in ("vtd_iotlb_page_hit", "vtd_iotlb_page_update"):
+            s = re.search(r"\bsid 0x([0-9a-f]+)", rest)
+            if not s or int(s.group(1), 16) != sid:
+                continue
+            if started:
+                for k, v in pending.items():
+                    c[k] += v
+            started = True
+            pending = dict.fromkeys(COUNTS, 0)
+            c["translations"] += 1
+            c["hits" if event == "vtd_iotlb_page_hit" else "misses"] += 1
+        elif event == "vtd_iotlb_reset":
+            pending["resets"] += 1
+        elif event == "vtd_inv_desc_iotlb_pages":
+            mask = re.search(r"\bmask 0x([0-9a-f]+)", rest)
+            pending["inv_pages"] += 1
+            pending["inv_pages_4k"] += 1 << (int(mask.group(1), 16) if mask else 0)
+        elif event == "vtd_inv_desc_iotlb_domain":
+            pending["inv_domain"] += 1
+        else:
+            pending["inv_global"] += 1
+    return c
+
+
+def churn_rate(lines):
+    """Process creations per second from churn's last progress row (--report)."""
+    rows = [dict(kv.split("=", 1) for kv in line.split()[1:]) for line in lines if line.startswith("row ")]
+    if not rows or float(rows[-1]["t_s"]) <= 0:
+        raise ToolError("churn printed no progress row beside the read:\n%s" % "\n".join(lines[-5:]))
+    return int(rows[-1]["created"]) / float(rows[-1]["t_s"])
+
+
+def trace_since(tb, offset):
+    """The counts of QEMU's trace after byte OFFSET (fault_trace_size() taken before)."""
+    with open(tb.cfg.fault_trace, errors="replace") as f:
+        f.seek(offset)
+        return parse_trace(f)
+
+
+def per_gib(row):
+    """Counts per GiB read, added to ROW."""
+    scale = GIB / row["bytes"]
+    for k in COUNTS + XEN_COUNTS:
+        row[k + "_per_gib"] = round(row[k] * scale, 1)
+    row["miss_ratio"] = round(row["misses"] / row["translations"], 5) if row["translations"] else None
+    return row
+
+
+class Runner:
+    """One boot with the disk: dmaread runs, each beside churn at a rate or idle."""
+
+    def __init__(self, tb, plan, boot_name):
+        self.tb, self.plan, self.boot_name = tb, plan, boot_name
+        self.session = measure.Session(tb)
+        self.cache = None
+
+    def check_disk(self):
+        status, lines = self.tb.run("cat /sys/block/nvme0n1/size", timeout=60)
+        if status != 0 or not lines or not lines[-1].strip().isdigit():
+            raise ToolError("dom0 has no NVMe disk (%s): is CONFIG_BLK_DEV_NVME in the kernel?"
+                            % " | ".join(lines[-3:]))
+
+    def set_cache(self, on):
+        if on != self.cache:
+            self.session.configure_pool(measure.cache_settings(on))
+            self.cache = on
+
+    def run(self, read, condition, rate, cache, round_):
+        """One read of READ = (KiB at a time, MiB in all): CONDITION idle (nothing beside it) or busy (churn at RATE per minute), the
+        cache on or off (None: a boot without the pool's settings, relaxed)."""
+        if cache is not None:
+            self.set_cache(cache)
+        if condition == "busy":
+            self.tb.check("(churn --duration 86400 --rate %d --report 1 %s >%s 2>&1 & echo $! > %s)"
+                          % (rate, " ".join(CHURN_SHAPE), CHURN_OUT, CHURN_PID), timeout=60)
+            # Its resident processes and first trees up before the read starts.
+            self.tb.check("sleep 2", timeout=60)
+        try:
+            at = self.tb.fault_trace_size()
+            rec = self.session.run("dmaread", ["--dev", NVME_DEV, "--mib", str(read[1]),
+                                               "--block-kb", str(read[0])])
+            counts = trace_since(self.tb, at)
+        finally:
+            if condition == "busy":
+                self.tb.check("kill $(cat %s) && while kill -0 $(cat %s) 2>/dev/null; do usleep 100000; done; "
+                              "rm %s" % (CHURN_PID, CHURN_PID, CHURN_PID), timeout=120)
+        churn_per_s = None
+        if condition == "busy":
+            churn_per_s = churn_rate(self.tb.check("cat %s; rm %s" % (CHURN_OUT, CHURN_OUT), timeout=60))
+        if counts["translations"] == 0:
+            raise ToolError("QEMU's trace shows no translation of the disk's DMA (requester 0x%x)" % NVME_SID)
+        row = {"boot": self.boot_name, "block_kb": read[0], "condition": condition, "rate_per_min": rate if condition == "busy" else 0,
+               "cache": {None: "-", True: "on", False: "off"}[cache], "round": round_,
+               "bytes": rec["result"]["bytes"], "seconds": rec["result"]["seconds"], "mbps": rec["result"]["mbps"]}
+        # The process creations beside the read: churn's achieved rate over its whole run.
+        row["churn_per_s"] = round(churn_per_s, 2) if churn_per_s is not None else 0
+        row["creations"] = round(churn_per_s * row["seconds"], 1) if churn_per_s is not None else 0
+        row.update(counts)
+        row.update({k: rec["counters"].get(k, 0) for k in XEN_COUNTS})
+        row["invariant_violations"] = rec.get("invariant_violations")
+        return per_gib(row)
+
+
+def strict_plan(plan):
+    """(round, block, condition, rate, cache) of the strict boot's runs, round by round and block
+    size by block size: idle, then each rate with the cache off and on, their order swapped every
+    other round."""
+    runs = []
+    for r in range(plan.rounds):
+        for b in plan.reads:
+            runs.append((r, b, "idle", 0, False))
+            for rate in plan.rates:
+                pair = [("busy", rate, False), ("busy", rate, True)]
+                runs += [(r, b) + x for x in (pair if r % 2 == 0 else pair[::-1])]
+    return runs
+
+
+def side_plan(plan, runs):
+    """The same for a boot of (condition, cache) RUNS at the plan's side rate."""
+    return [(r, b, c, plan.side_rate, cache) for r in range(plan.rounds) for b in plan.reads for c, cache in runs]
+
+
+# (boot name, dom0-iommu mode, caching mode, its runs: the strict plan or (condition, cache) pairs)
+BOOTS = (("strict", "strict", False, None),
+         ("caching-mode", "strict", True, (("idle", False), ("busy", False), ("busy", True))),
+         ("relaxed", "relaxed", False, (("idle", None), ("busy", None))))
+
+
+def measure_boots(parts, plan, console_dir, progress, boots=BOOTS, on_boot=None):
+    """Every boot of BOOTS: the rows of every run."""
+    from .series import _boot
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="flushless-io-") as d:
+        image = os.path.join(d, "disk.img")
+        # Sparse: the reads' data is zeros, their DMA is what counts.
+        with open(image, "wb") as f:
+            f.truncate(IMAGE_MIB << 20)
+        for name, mode, cm, runs in boots:
+            kw = dict(mode=mode, caching_mode=cm, smp=2, nvme_image=image, iotlb_trace=True)
+            with _boot(parts, console_dir, "io-" + name, **kw) as tb:
+                if on_boot:
+                    on_boot("io-" + name, tb)
+                runner = Runner(tb, plan, name)
+                runner.check_disk()
+                todo = strict_plan(plan) if runs is None else side_plan(plan, runs)
+                for i, (r, b, condition, rate, cache) in enumerate(todo):
+                    progress("io %s %d/%d: %d MiB in %d KiB reads, %s%s, cache %s" % (
+                        name, i + 1, len(todo), b[1], b[0], condition, " at %d/min" % rate if condition == "busy" else "",
+                        {None: "-", True: "on", False: "off"}[cache]))
+                    rows.append(runner.run(b, condition, rate, cache, r))
+            # Hundreds of MB of hit lines: kept compressed, the evidence of every count.
+            compress(tb.cfg.fault_trace)
+    return rows
+
+
+def compress(path):
+    with open(path, "rb") as src, gzip.open(path + ".gz", "wb", compresslevel=3) as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+    os.unlink(path)
+
+
+def summary(rows):
+    """Per (boot, condition, rate, cache): the medians of the per-GiB figures, and the runs."""
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["boot"], r["block_kb"], r["condition"], r["rate_per_min"], r["cache"]), []).append(r)
+    out = []
+    for (boot, block, condition, rate, cache), rs in groups.items():
+        s = {"boot": boot, "block_kb": block, "condition": condition, "rate_per_min": rate, "cache": cache,
+             "runs": len(rs)}
+        for k in ("mbps", "miss_ratio") + tuple(c + "_per_gib" for c in COUNTS + XEN_COUNTS):
+            vals = sorted(x[k] for x in rs if x[k] is not None)
+            s[k] = _median(vals)
+        out.append(s)
+    return out
+
+
+def _median(vals):
+    if not vals:
+        return None
+    n = len(vals)
+    return vals[n // 2] if n % 2 else (vals[n // 2 - 1] + vals[n // 2]) / 2
+
+
+def run_stage(st, plan_name):
+    """`reproduce` stage 'io': RESULTS/io.json and .csv."""
+    from .study import write_experiment
+    plan = PLANS[plan_name]
+    parts = build.Parts("built", linux_series=build.testbed_linux_series()).ensure()
+
+    def on_boot(name, tb):
+        st.booted(name, tb)
+
+    rows = measure_boots(parts, plan, st.console_dir, st.progress, on_boot=on_boot)
+    from evaluation import hwmodel
+    model = hwmodel.io_model(rows)
+    write_experiment(st.results, "io", st.meta(parts, plan=dataclasses.asdict(plan), line_rate_model=model, device=(
+        "QEMU's NVMe (a sparse raw image) at 00:%02x.0 behind the emulated VT-d; dmaread: O_DIRECT reads of "
+        "(KiB per read, MiB per run) %s into one buffer; counts from QEMU's trace of the VT-d IOTLB (the disk's requester ID) and "
+        "Xen's perf counters" % (testbed.NVME_SLOT, plan.reads)), timing=(
+        "mbps: dom0 wall clock under TCG (emulation time), for context only; counts decide")),
+        rows, summary=summary(rows))
