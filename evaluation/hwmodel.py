@@ -144,7 +144,8 @@ def report_text(rows, constants, published=None):
 IO_GBPS = (10, 40, 100, 200)
 GIB_BITS = 8 * 2 ** 30
 # The configurations of the line-rate table: (name, io.json boot, cache).
-IO_CONFIGS = (("stock strict", "strict", "off"), ("the cache", "strict", "on"), ("relaxed", "relaxed", "-"))
+IO_CONFIGS = (("stock strict", "strict", "off"), ("the cache", "strict", "on"), ("relaxed", "relaxed", "-"),
+              ("caching mode", "caching-mode", "off"), ("caching mode, the cache", "caching-mode", "on"))
 
 
 def load_io_constants(path=HARDWARE):

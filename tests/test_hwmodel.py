@@ -1,6 +1,7 @@
 """The hardware-time model (evaluation/hwmodel.py): its constants, sweep and savings."""
 
 import json
+import statistics
 
 import pytest
 
@@ -79,3 +80,55 @@ def test_main_prints_estimates(tmp_path, capsys):
     assert hwmodel.main([str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "paper" in out and "source:" in out
+
+
+# --- the line-rate estimate of the io stage ---------------------------------------------------
+
+def io_row(boot, cache, condition, misses, inv_pages, inv_domain=0, creations=100.0, block=64):
+    return {"boot": boot, "cache": cache, "condition": condition, "block_kb": block, "misses": misses,
+            "inv_pages": inv_pages, "inv_domain": inv_domain, "inv_global": 0, "creations": creations,
+            "bytes": 2 ** 30}
+
+
+IO_ROWS = [io_row("strict", "off", "idle", 10, 0, creations=0), io_row("strict", "off", "busy", 10, 900),
+           io_row("strict", "off", "busy", 12, 1800, creations=200.0), io_row("strict", "off", "busy", 170, 900, 10),
+           io_row("strict", "on", "busy", 10, 1), io_row("relaxed", "-", "idle", 0, 0, creations=0),
+           io_row("relaxed", "-", "busy", 0, 0)]
+
+
+def test_every_io_constant_has_a_source_and_a_range():
+    io_c, inv_c = hwmodel.load_io_constants()
+    assert set(inv_c) == {"t_inv", "t_inv_domain"}
+    for name, c in io_c.items():
+        assert c["source"] and c["unit"], name
+        if name != "w_refill":  # filled from the testbed's counts
+            assert c["low"] <= c["value"] <= c["high"], name
+
+
+def test_io_inputs_are_per_creation_and_per_domain_flush():
+    inp = hwmodel.io_inputs(IO_ROWS)
+    off = inp[("strict", "off", 64)]
+    assert off["page_inv_per_creation"] == pytest.approx(3600 / 400)
+    assert off["domain_inv_per_creation"] == pytest.approx(10 / 400)
+    # 192 misses over 3 GiB, 10 per GiB idle: 162 extra, over 10 domain-wide invalidations.
+    assert off["extra_misses_per_domain_inv"] == pytest.approx(16.2)
+    # The line through the reads without a domain-wide invalidation, the cache off and on.
+    slope = statistics.linear_regression([900, 1800, 1], [10, 12, 10]).slope
+    assert off["misses_per_1000_page_inv"] == pytest.approx(1000 * slope, abs=0.001)
+    assert inp[("relaxed", "-", 64)]["page_inv_per_creation"] == 0
+
+
+def test_the_loss_follows_the_flushes_not_the_line_rate():
+    m = hwmodel.io_model(IO_ROWS)
+    by = {(r["config"], r["gbps"]): r for r in m["rows"]}
+    for gbps in hwmodel.IO_GBPS:
+        assert by[("stock strict", gbps)]["loss"] == pytest.approx(by[("stock strict", 10)]["loss"], rel=1e-9)
+    assert by[("stock strict", 200)]["loss"] > by[("the cache", 200)]["loss"] > by[("relaxed", 200)]["loss"] == 0
+    r, v = by[("stock strict", 100)], hwmodel.point(m["constants"])
+    inp = m["inputs"]["strict/off/64"]
+    walks = v["creations_per_s"] * (inp["domain_inv_per_creation"] * v["w_refill"]
+                                    + inp["page_inv_per_creation"] * v["psc_share"])
+    assert r["loss"] == pytest.approx(walks * v["t_walk"] / 1e6)
+    assert r["loss_low"] <= r["loss"] <= r["loss_high"]
+    shares = [x["loss"] for x in m["psc_sensitivity"]]
+    assert shares == sorted(shares) and shares[0] < shares[-1]

@@ -47,7 +47,7 @@ def test_every_results_file_and_the_report_are_written(run):
         assert doc["versions"]["xen"] and doc["time_scale"]["minute_s"] == 15
     page = open(os.path.join(rep, "index.html")).read()
     for png in ("flush_frequency", "pt_alloc_free_time", "cache_size", "cache_miss", "process_latency",
-                "cpu_suite", "tcp_stream", "seed_benchmarks"):
+                "cpu_suite", "tcp_stream", "seed_benchmarks", "io"):
         assert os.path.getsize(os.path.join(rep, png + ".png")) > 10000, png
         assert png + ".png" in page
     assert "Time scale" in page and "emulation time" in page
