@@ -145,7 +145,9 @@ IO_GBPS = (10, 40, 100, 200)
 GIB_BITS = 8 * 2 ** 30
 # The configurations of the line-rate table: (name, io.json boot, cache).
 IO_CONFIGS = (("stock strict", "strict", "off"), ("the cache", "strict", "on"), ("relaxed", "relaxed", "-"),
-              ("caching mode", "caching-mode", "off"), ("caching mode, the cache", "caching-mode", "on"))
+              ("caching mode", "caching-mode", "off"), ("caching mode, the cache", "caching-mode", "on"),
+              ("a domU's disk, grant per request", "grants", "grant per request"),
+              ("a domU's disk, persistent grants", "grants", "persistent grants"))
 
 
 def load_io_constants(path=HARDWARE):
@@ -167,6 +169,17 @@ def io_inputs(rows):
             i["misses"] += r["misses"]
             i["bytes"] += r["bytes"]
     for r in rows:
+        if r["boot"] == "grants":
+            # A domU's reads through blkback: the invalidations follow its requests, not processes.
+            g = out.setdefault((r["boot"], r["condition"], r["block_kb"]), {"creations": 0.0, "inv_pages": 0,
+                                                                              "inv_domain": 0, "misses": 0,
+                                                                              "bytes": 0, "runs": 0, "per_gib": True})
+            g["inv_pages"] += r["inv_pages"]
+            g["inv_domain"] += r["inv_domain"] + r["inv_global"]
+            g["misses"] += r["misses"]
+            g["bytes"] += r["bytes"]
+            g["runs"] += 1
+            continue
         if r["condition"] != "busy":
             continue
         k = (r["boot"], r["cache"], r["block_kb"])
@@ -181,6 +194,14 @@ def io_inputs(rows):
     slopes = page_inv_slopes(rows)
     res = {}
     for (boot, cache, block), o in out.items():
+        if o.get("per_gib"):
+            gib = o["bytes"] / 2 ** 30
+            res[(boot, cache, block)] = {
+                "runs": o["runs"], "creations": 0.0, "page_inv_per_creation": 0.0, "domain_inv_per_creation": 0.0,
+                "page_inv_per_gib": o["inv_pages"] / gib, "domain_inv_per_gib": o["inv_domain"] / gib,
+                "idle_misses_per_gib": 0.0, "misses_per_gib": o["misses"] / gib,
+                "extra_misses_per_domain_inv": None, "misses_per_1000_page_inv": None}
+            continue
         i = idle.get((boot, block))
         idle_per_gib = i["misses"] * 2 ** 30 / i["bytes"] if i and i["bytes"] else 0.0
         extra = max(o["misses"] - idle_per_gib * o["bytes"] / 2 ** 30, 0.0)
@@ -214,10 +235,13 @@ def page_inv_slopes(rows):
 def io_loss(inp, gbps, v):
     """One configuration's figures at GBPS with constants V: the share of the device's time spent
     walking after invalidations, and of one CPU waiting for them."""
-    per_s = v["creations_per_s"]
-    page, dom = inp["page_inv_per_creation"] * per_s, inp["domain_inv_per_creation"] * per_s
-    walks = dom * v["w_refill"] + page * v["psc_share"] + inp["idle_misses_per_gib"] * gbps * 1e9 / GIB_BITS
-    base = inp["idle_misses_per_gib"] * gbps * 1e9 / GIB_BITS
+    per_s, gib_per_s = v["creations_per_s"], gbps * 1e9 / GIB_BITS
+    page = inp["page_inv_per_creation"] * per_s + inp.get("page_inv_per_gib", 0.0) * gib_per_s
+    dom = inp["domain_inv_per_creation"] * per_s + inp.get("domain_inv_per_gib", 0.0) * gib_per_s
+    # A domU's reads through blkback (per GiB figures): all their misses are the grants' own.
+    walks = (dom * v["w_refill"] + page * v["psc_share"] + inp["idle_misses_per_gib"] * gib_per_s
+             + inp.get("misses_per_gib", 0.0) * gib_per_s)
+    base = inp["idle_misses_per_gib"] * gib_per_s
     return {"device_share": walks * v["t_walk"] / 1e6, "idle_share": base * v["t_walk"] / 1e6,
             "cpu_share": (page * v["t_inv"] + dom * v["t_inv_domain"]) / 1e6,
             "invalidations_per_s": page + dom}

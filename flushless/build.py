@@ -769,7 +769,7 @@ class Initramfs(Part):
             w.add_path("bin/busybox", self.busybox.path("busybox"), 0o755)
             w.symlink("bin/sh", "busybox")
             w.add_path("init", os.path.join(guest, "init"), 0o755)
-            for script in ("measure", "study", "domu", "domu-measure", "guestboot", "guestrun"):
+            for script in ("measure", "study", "domu", "domu-measure", "guestboot", "guestrun", "xen-block-phy"):
                 w.add_path("bin/" + script, os.path.join(guest, script), 0o755)
             for prog in sorted(os.listdir(bindir)):
                 if prog.endswith(".o"):

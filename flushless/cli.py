@@ -10,7 +10,7 @@ import re
 import sys
 import tempfile
 
-from . import build, census, designs, guests, measure, qemu, report, series, staging, study, workloads
+from . import build, census, designs, device_io, guests, measure, qemu, report, series, staging, study, workloads
 from .progress import ToolError, log
 from .testbed import BootConfig, Testbed
 
@@ -152,7 +152,8 @@ def make_parser():
                    help="set the pool's cap to PAGES before the workload (0 stops the pool)")
     r.add_argument("--guest", choices=guests.KINDS, default="dom0",
                    help="where the workload runs: dom0 (default), or a domU that dom0 creates with xl: a PV "
-                        "domU with QEMU's edu device passed through (pv-passthrough), or a PVH domU with "
+                        "domU with QEMU's edu device passed through (pv-passthrough), a PV domU whose disk "
+                        "is dom0's NVMe through blkback (pv-disk: /dev/xvda), or a PVH domU with "
                         "hardware-assisted (pvh-hap) or shadow paging (pvh-shadow); the domU boots the same "
                         "kernel as dom0, and --cache and --pool-cap apply to it")
     r.add_argument("--aslr", choices=("on", "off"), default="off",
@@ -296,6 +297,15 @@ def cmd_run(args, rest):
     parts = build.Parts(args.kernel, xen_series=xen_options(args)[0], guest=has_domu(args)).ensure()
     cfg = boot_config(args, parts)
     console_log = args.console_log or tempfile.mkstemp(prefix="flushless-console-", suffix=".log")[1]
+    with contextlib.ExitStack() as scratch:
+        if args.guest == "pv-disk":
+            # The domU's disk: dom0's NVMe, a sparse image that lives as long as the boot.
+            d = scratch.enter_context(tempfile.TemporaryDirectory(prefix="flushless-disk-"))
+            cfg = dataclasses.replace(cfg, nvme_image=device_io.sparse_image(d))
+        return run_booted(args, w, wargs, parts, cfg, settings, console_log)
+
+
+def run_booted(args, w, wargs, parts, cfg, settings, console_log):
     with Testbed(cfg, console_log) as tb, contextlib.ExitStack() as stack:
         if has_domu(args):
             guest = stack.enter_context(guests.Guest(tb, args.guest, vcpus=cfg.smp, kernel_args=cfg.dom0_args))

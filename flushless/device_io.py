@@ -115,9 +115,9 @@ def per_gib(row):
 class Runner:
     """One boot with the disk: dmaread runs, each beside churn at a rate or idle."""
 
-    def __init__(self, tb, plan, boot_name):
-        self.tb, self.plan, self.boot_name = tb, plan, boot_name
-        self.session = measure.Session(tb)
+    def __init__(self, tb, plan, boot_name, session=None, dev=NVME_DEV):
+        self.tb, self.plan, self.boot_name, self.dev = tb, plan, boot_name, dev
+        self.session = session or measure.Session(tb)
         self.cache = None
 
     def check_disk(self):
@@ -143,7 +143,7 @@ class Runner:
             self.tb.check("sleep 2", timeout=60)
         try:
             at = self.tb.fault_trace_size()
-            rec = self.session.run("dmaread", ["--dev", NVME_DEV, "--mib", str(read[1]),
+            rec = self.session.run("dmaread", ["--dev", self.dev, "--mib", str(read[1]),
                                                "--block-kb", str(read[0])])
             counts = trace_since(self.tb, at)
         finally:
@@ -186,10 +186,32 @@ def side_plan(plan, runs):
     return [(r, b, c, plan.side_rate, cache) for r in range(plan.rounds) for b in plan.reads for c, cache in runs]
 
 
-# (boot name, dom0-iommu mode, caching mode, its runs: the strict plan or (condition, cache) pairs)
+# (boot name, dom0-iommu mode, caching mode, its runs: the strict plan, (condition, cache) pairs,
+# or "domU": a PV domU reading the disk through blkback, persistent grants on and off)
 BOOTS = (("strict", "strict", False, None),
          ("caching-mode", "strict", True, (("idle", False), ("busy", False), ("busy", True))),
-         ("relaxed", "relaxed", False, (("idle", None), ("busy", None))))
+         ("relaxed", "relaxed", False, (("idle", None), ("busy", None))),
+         ("grants", "strict", False, "domU"))
+# blkfront's choice: with persistent grants blkback maps each granted page once and keeps it;
+# without, it maps and unmaps the pages of every request, and Xen takes each out of dom0's
+# IOMMU again (strict): the flush source of the PV-IOMMU RFC, for comparison.
+GRANT_MODES = (("persistent grants", 1), ("grant per request", 0))
+
+
+def grant_runs(tb, plan, progress):
+    """The grants boot: a pv-disk domU per grant mode reads its xvda (dom0's NVMe through
+    blkback) as dom0 reads the disk in the other boots."""
+    from . import guests
+    rows = []
+    for condition, persistent in GRANT_MODES:
+        with guests.Guest(tb, "pv-disk", vcpus=2,
+                          kernel_args=("xen_blkfront.feature_persistent=%d" % persistent,)) as g:
+            runner = Runner(tb, plan, "grants", session=guests.GuestSession(tb, g), dev="/dev/xvda")
+            for r in range(plan.rounds):
+                for read in plan.reads:
+                    progress("io grants: a domU, %s, %d MiB in %d KiB reads" % (condition, read[1], read[0]))
+                    rows.append(runner.run(read, condition, 0, None, r))
+    return rows
 
 
 def measure_boots(parts, plan, console_dir, progress, boots=BOOTS, on_boot=None):
@@ -197,10 +219,7 @@ def measure_boots(parts, plan, console_dir, progress, boots=BOOTS, on_boot=None)
     from .series import _boot
     rows = []
     with tempfile.TemporaryDirectory(prefix="flushless-io-") as d:
-        image = os.path.join(d, "disk.img")
-        # Sparse: the reads' data is zeros, their DMA is what counts.
-        with open(image, "wb") as f:
-            f.truncate(IMAGE_MIB << 20)
+        image = sparse_image(d)
         for name, mode, cm, runs in boots:
             kw = dict(mode=mode, caching_mode=cm, smp=2, nvme_image=image, iotlb_trace=True)
             with _boot(parts, console_dir, "io-" + name, **kw) as tb:
@@ -208,15 +227,27 @@ def measure_boots(parts, plan, console_dir, progress, boots=BOOTS, on_boot=None)
                     on_boot("io-" + name, tb)
                 runner = Runner(tb, plan, name)
                 runner.check_disk()
-                todo = strict_plan(plan) if runs is None else side_plan(plan, runs)
-                for i, (r, b, condition, rate, cache) in enumerate(todo):
-                    progress("io %s %d/%d: %d MiB in %d KiB reads, %s%s, cache %s" % (
-                        name, i + 1, len(todo), b[1], b[0], condition, " at %d/min" % rate if condition == "busy" else "",
-                        {None: "-", True: "on", False: "off"}[cache]))
-                    rows.append(runner.run(b, condition, rate, cache, r))
+                if runs == "domU":
+                    rows += grant_runs(tb, plan, progress)
+                else:
+                    todo = strict_plan(plan) if runs is None else side_plan(plan, runs)
+                    for i, (r, b, condition, rate, cache) in enumerate(todo):
+                        progress("io %s %d/%d: %d MiB in %d KiB reads, %s%s, cache %s" % (
+                            name, i + 1, len(todo), b[1], b[0], condition,
+                            " at %d/min" % rate if condition == "busy" else "", {None: "-", True: "on", False: "off"}[cache]))
+                        rows.append(runner.run(b, condition, rate, cache, r))
             # Hundreds of MB of hit lines: kept compressed, the evidence of every count.
             compress(tb.cfg.fault_trace)
     return rows
+
+
+def sparse_image(directory):
+    """A disk image of IMAGE_MIB in DIRECTORY, sparse: the reads' data is zeros, their DMA is
+    what counts."""
+    image = os.path.join(directory, "disk.img")
+    with open(image, "wb") as f:
+        f.truncate(IMAGE_MIB << 20)
+    return image
 
 
 def compress(path):
@@ -252,7 +283,8 @@ def run_stage(st, plan_name):
     """`reproduce` stage 'io': RESULTS/io.json and .csv."""
     from .study import write_experiment
     plan = PLANS[plan_name]
-    parts = build.Parts("built", linux_series=build.testbed_linux_series()).ensure()
+    # With the toolstack and the domU's files: the grants boot creates a domU.
+    parts = build.Parts("built", linux_series=build.testbed_linux_series(), guest=True).ensure()
 
     def on_boot(name, tb):
         st.booted(name, tb)

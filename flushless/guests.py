@@ -15,7 +15,7 @@ import time
 from . import findings, measure
 from .progress import ToolError, log
 
-KINDS = ("dom0", "pv-passthrough", "pvh-hap", "pvh-shadow")
+KINDS = ("dom0", "pv-passthrough", "pv-disk", "pvh-hap", "pvh-shadow")
 NAME = "flushless-domu"
 # Linux 6.12.107 lets a domU's user space make no hypercall through privcmd (only to a device
 # model's target domain); the testbed's tools in the domU (xenpvsw) need to, and Xen still

@@ -925,7 +925,31 @@ largest reads, point values otherwise): {psc}.</p>
 
 
 def _share(x):
-    return "0" if not x else "%.2g %%" % (100 * x)
+    """A share of a device's or a CPU's time; above 1 it is more than one can give (the rate is out of reach)."""
+    return "0" if not x else "%.2g %%" % (100 * x) if x < 1 else "%.0f %%" % (100 * x)
+
+
+def grants_text(model):
+    """The other flush source, side by side: a domU's disk through blkback, grant per request."""
+    rows = {(r["config"], r["block_kb"], r["gbps"]): r for r in model["rows"]}
+    inp = model["inputs"]
+    per_req = [(int(k.split("/")[2]), v) for k, v in inp.items() if k.startswith("grants/grant per request/")]
+    if not per_req:
+        return ""
+    block, v = min(per_req)
+    keep = inp.get("grants/persistent grants/%d" % block)
+    lo, hi = rows.get(("a domU's disk, grant per request", block, 10)), rows.get(
+        ("a domU's disk, grant per request", block, 200))
+    return ("The other source, side by side: a PV domU reading the same disk through dom0's blkback (strict dom0) "
+            "with a grant per request sends %.0f invalidations per GiB in %d KiB reads (%.2f per read)%s; at 10 "
+            "Gbit/s that is %.0f per second and %s of a CPU waiting, at 200 Gbit/s %s, with the device's time "
+            "lost %s and %s: this source grows with the line rate, as the PV-IOMMU RFC's 600 Mbit/s shows. "
+            % (v["page_inv_per_gib"] + v["domain_inv_per_gib"], block,
+               (v["page_inv_per_gib"] + v["domain_inv_per_gib"]) * block / 2 ** 20,
+               ", against %.0f with persistent grants" % (keep["page_inv_per_gib"] + keep["domain_inv_per_gib"])
+               if keep else "", lo["invalidations_per_s"] if lo else 0, _share(lo["cpu_share"]) if lo else "?",
+               _share(hi["cpu_share"]) if hi else "?", _share(lo["loss"]) if lo else "?",
+               _share(hi["loss"]) if hi else "?"))
 
 
 def io_text(doc, model):
@@ -949,19 +973,21 @@ O_DIRECT into one buffer while the busy state runs beside it, and QEMU's trace c
 disk's DMA as a hit or a miss, and every invalidation by kind (device: {device}).</p>
 <p><b>Answer.</b> With the cache off the busy state sends {pinv:.1f} page-selective and {dinv:.3f} domain-wide
 invalidations per process creation; with the cache on {pinv_on:.3f} and {dinv_on:.3f}. The page-selective ones drop
-the entry of a page that became a page table, which no device uses: over the reads without a domain-wide one, the
-disk's misses rose by {slope} per 1000 of them. The
+the entry of a page that became a page table, which no device uses: {slope}. The
 domain-wide ones (Xen coalescing a 2 MiB run into a superpage when a page is mapped back) drop every translation the
 disk had: {w} misses each here. At {top} process creations per minute, {big} KiB reads: {m_idle:.0f} misses per GiB
 idle, {m_off:.0f} with the cache off, {m_on:.0f} with the cache on. On hardware, at the study's rate, the model puts
 stock strict's loss at {l_off} of the device's time ({l_off_lo} .. {l_off_hi}) and the cache's at {l_on}, the same at
 10 and at 200 Gbit/s: the invalidations follow process creations, not bytes. The CPU waits {cpu} of its time for
-them. Page-table flushes are too rare to matter to I/O; a flush per packet (grant unmaps, as in the PV-IOMMU RFC's
-600 Mbit/s) is what does. To confirm on hardware: VT-d's performance monitor (Sapphire Rapids on; Linux's
+them. Page-table flushes are too rare to matter to I/O; a flush per request is what does. {grants}To confirm on
+hardware: VT-d's performance monitor (Sapphire Rapids on; Linux's
 drivers/iommu/intel/perfmon.c names iotlb_lookup, iotlb_hit, ss_nonleaf_lookup and ss_nonleaf_hit, the
 paging-structure caches QEMU does not model) counting during the same reads; under Xen, Xen owns the IOMMU and
 would have to read those counters itself.</p>""".format(
-        slope="%.2f" % off["misses_per_1000_page_inv"] if off["misses_per_1000_page_inv"] is not None else "?",
+        grants=e(grants_text(model)),
+        slope="over the reads without a domain-wide one, the disk's misses rose by %.2f per 1000 of them"
+              % off["misses_per_1000_page_inv"] if off["misses_per_1000_page_inv"] is not None
+              else "too few reads went without a domain-wide one to fit the disk's misses to them",
         device=e(doc.get("device", "")), pinv=off["page_inv_per_creation"], dinv=off["domain_inv_per_creation"],
         pinv_on=on["page_inv_per_creation"], dinv_on=on["domain_inv_per_creation"],
         w="%.0f" % off["extra_misses_per_domain_inv"] if off["extra_misses_per_domain_inv"] else "no domain-wide "

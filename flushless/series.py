@@ -65,7 +65,7 @@ _RELEASES = set()
 
 def _boot(parts, console_dir, name, **kw):
     cfg = BootConfig(xen=parts.xen.path("xen"), kernel=parts.kernel.path("vmlinuz"),
-                     initramfs=parts.initramfs.path("initramfs.cpio.gz"), **kw)
+                     initramfs=parts.dom0_initramfs(), **kw)
     os.makedirs(console_dir, exist_ok=True)
     return _Boot(cfg, os.path.join(console_dir, name + ".log"))
 

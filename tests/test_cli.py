@@ -28,7 +28,7 @@ def flushless(*args):
     (["run", "cpusuite", "--program", "gcc"], "takes one of"),
     (["reproduce", "--quick", "--full"], "not allowed with"),
     (["reproduce", "--minute-seconds", "2"], "5 to 600"),
-    (["reproduce", "--stages", "groups,nosuch"], "subset of groups,timing,network,native"),
+    (["reproduce", "--stages", "groups,nosuch"], "subset of groups,timing,network,io,native"),
     (["reproduce", "--bogus"], "unrecognized arguments"),
     (["census", "--sections", "boot,nosuch"], "subset of xsave,boot,race,console,storm,pvh,passthrough"),
     (["census", "--qemu", "6.2"], "invalid choice: '6.2'"),
