@@ -143,76 +143,84 @@ def report_text(rows, constants, published=None):
 
 IO_GBPS = (10, 40, 100, 200)
 GIB_BITS = 8 * 2 ** 30
-# The configurations of the line-rate table: (name, io.json boot, cache).
+# The configurations of the line-rate table: (name, io.json boot, cache or grant mode).
 IO_CONFIGS = (("stock strict", "strict", "off"), ("the cache", "strict", "on"), ("relaxed", "relaxed", "-"),
               ("caching mode", "caching-mode", "off"), ("caching mode, the cache", "caching-mode", "on"),
-              ("a domU's disk, grant per request", "grants", "grant per request"),
-              ("a domU's disk, persistent grants", "grants", "persistent grants"))
+              ("a domU's disk, grant per request", "grants", "grant per request"))
+GRANT_BASELINE = "persistent grants"
 
 
 def load_io_constants(path=HARDWARE):
     with open(path) as f:
         doc = json.load(f)
-    return {k: dict(v) for k, v in doc["io_constants"].items()}, {k: dict(doc["constants"][k]) for k in ("t_inv",
-                                                                                                       "t_inv_domain")}
+    return ({k: dict(v) for k, v in doc["io_constants"].items()},
+            {k: dict(doc["constants"][k]) for k in ("t_inv", "t_inv_domain")})
+
+
+def _extra(r, idle):
+    """A busy read's misses beyond the idle read's rate (idle: (misses, bytes) of its boot and size)."""
+    m, b = idle.get((r["boot"], r["block_kb"]), (0, 0))
+    return max(r["misses"] - (m * r["bytes"] / b if b else 0.0), 0.0)
 
 
 def io_inputs(rows):
-    """io.json's rows -> per (boot, cache, block_kb): invalidations per process creation by kind,
-    the disk's misses per GiB when idle, its extra misses per domain-wide invalidation, from the
-    sums over the busy runs (the device's counts, QEMU's trace)."""
-    out = {}
+    """io.json's rows -> the model's inputs, from the device's counts (QEMU's trace):
+    per (boot, cache) of the busy state, invalidations per process creation by kind, pooled
+    over the read sizes, and the domain-wide ones per rate; per (boot, cache, block_kb) the
+    idle misses per GiB; per grant mode and size, invalidations and misses per GiB; over every
+    busy read with a domain-wide invalidation, the extra misses per such invalidation."""
     idle = {}
     for r in rows:
         if r["condition"] == "idle":
-            i = idle.setdefault((r["boot"], r["block_kb"]), {"misses": 0, "bytes": 0})
-            i["misses"] += r["misses"]
-            i["bytes"] += r["bytes"]
+            m, b = idle.get((r["boot"], r["block_kb"]), (0, 0))
+            idle[(r["boot"], r["block_kb"])] = (m + r["misses"], b + r["bytes"])
+    busy, grants, refill = {}, {}, [0.0, 0]
     for r in rows:
+        dom = r["inv_domain"] + r["inv_global"]
         if r["boot"] == "grants":
-            # A domU's reads through blkback: the invalidations follow its requests, not processes.
-            g = out.setdefault((r["boot"], r["condition"], r["block_kb"]), {"creations": 0.0, "inv_pages": 0,
-                                                                              "inv_domain": 0, "misses": 0,
-                                                                              "bytes": 0, "runs": 0, "per_gib": True})
-            g["inv_pages"] += r["inv_pages"]
-            g["inv_domain"] += r["inv_domain"] + r["inv_global"]
-            g["misses"] += r["misses"]
-            g["bytes"] += r["bytes"]
-            g["runs"] += 1
-            continue
-        if r["condition"] != "busy":
-            continue
-        k = (r["boot"], r["cache"], r["block_kb"])
-        o = out.setdefault(k, {"creations": 0.0, "inv_pages": 0, "inv_domain": 0, "misses": 0, "bytes": 0,
-                               "runs": 0})
-        o["creations"] += r["creations"]
-        o["inv_pages"] += r["inv_pages"]
-        o["inv_domain"] += r["inv_domain"] + r["inv_global"]
-        o["misses"] += r["misses"]
-        o["bytes"] += r["bytes"]
-        o["runs"] += 1
+            g = grants.setdefault((r["condition"], r["block_kb"]), [0, 0, 0])
+            g[0] += r["inv_pages"] + dom
+            g[1] += r["misses"]
+            g[2] += r["bytes"]
+        elif r["condition"] == "busy":
+            b = busy.setdefault((r["boot"], r["cache"]), {"creations": 0.0, "inv_pages": 0, "inv_domain": 0,
+                                                          "by_rate": {}, "blocks": set()})
+            b["creations"] += r["creations"]
+            b["inv_pages"] += r["inv_pages"]
+            b["inv_domain"] += dom
+            b["blocks"].add(r["block_kb"])
+            x = b["by_rate"].setdefault(r["rate_per_min"], [0, 0.0, 0.0])
+            x[0] += dom
+            x[1] += r["creations"]
+            x[2] += r["seconds"]
+            if dom:
+                refill[0] += _extra(r, idle)
+                refill[1] += dom
+    out = {"w_refill": refill[0] / refill[1] if refill[1] else None, "configs": {}, "domain_by_rate": {}}
     slopes = page_inv_slopes(rows)
-    res = {}
-    for (boot, cache, block), o in out.items():
-        if o.get("per_gib"):
-            gib = o["bytes"] / 2 ** 30
-            res[(boot, cache, block)] = {
-                "runs": o["runs"], "creations": 0.0, "page_inv_per_creation": 0.0, "domain_inv_per_creation": 0.0,
-                "page_inv_per_gib": o["inv_pages"] / gib, "domain_inv_per_gib": o["inv_domain"] / gib,
-                "idle_misses_per_gib": 0.0, "misses_per_gib": o["misses"] / gib,
-                "extra_misses_per_domain_inv": None, "misses_per_1000_page_inv": None}
-            continue
-        i = idle.get((boot, block))
-        idle_per_gib = i["misses"] * 2 ** 30 / i["bytes"] if i and i["bytes"] else 0.0
-        extra = max(o["misses"] - idle_per_gib * o["bytes"] / 2 ** 30, 0.0)
-        res[(boot, cache, block)] = {
-            "runs": o["runs"], "creations": round(o["creations"], 1),
-            "page_inv_per_creation": o["inv_pages"] / o["creations"] if o["creations"] else 0.0,
-            "domain_inv_per_creation": o["inv_domain"] / o["creations"] if o["creations"] else 0.0,
-            "idle_misses_per_gib": idle_per_gib,
-            "extra_misses_per_domain_inv": extra / o["inv_domain"] if o["inv_domain"] else None,
-            "misses_per_1000_page_inv": slopes.get((boot, block))}
-    return res
+    for (boot, cache), b in busy.items():
+        out["domain_by_rate"]["%s/%s" % (boot, cache)] = [
+            {"rate_per_min": rate, "inv_domain": x[0], "creations": round(x[1], 1),
+             "achieved_per_min": round(60 * x[1] / x[2], 1) if x[2] else None}
+            for rate, x in sorted(b["by_rate"].items())]
+        for block in sorted(b["blocks"]):
+            m, by = idle.get((boot, block), (0, 0))
+            out["configs"]["%s/%s/%d" % (boot, cache, block)] = {
+                "page_inv_per_creation": b["inv_pages"] / b["creations"] if b["creations"] else 0.0,
+                "domain_inv_per_creation": b["inv_domain"] / b["creations"] if b["creations"] else 0.0,
+                "idle_misses_per_gib": m * 2 ** 30 / by if by else 0.0,
+                "misses_per_1000_page_inv": slopes.get((boot, block))}
+    for (mode, block), (inv, misses, nbytes) in grants.items():
+        base = grants.get((GRANT_BASELINE, block), [0, 0, 0])
+        gib, bgib = nbytes / 2 ** 30, base[2] / 2 ** 30
+        out["configs"]["grants/%s/%d" % (mode, block)] = {
+            "page_inv_per_creation": 0.0, "domain_inv_per_creation": 0.0, "idle_misses_per_gib": 0.0,
+            "inv_per_gib": inv / gib, "misses_per_gib": misses / gib,
+            # Beyond the same reads with persistent grants: what a grant per request adds.
+            "extra_inv_per_gib": max(inv / gib - (base[0] / bgib if bgib else 0.0), 0.0),
+            "extra_misses_per_gib": max(misses / gib - (base[1] / bgib if bgib else 0.0), 0.0),
+            "misses_per_1000_page_inv": None}
+    return out
 
 
 def page_inv_slopes(rows):
@@ -233,59 +241,62 @@ def page_inv_slopes(rows):
 
 
 def io_loss(inp, gbps, v):
-    """One configuration's figures at GBPS with constants V: the share of the device's time spent
-    walking after invalidations, and of one CPU waiting for them."""
-    per_s, gib_per_s = v["creations_per_s"], gbps * 1e9 / GIB_BITS
-    page = inp["page_inv_per_creation"] * per_s + inp.get("page_inv_per_gib", 0.0) * gib_per_s
-    dom = inp["domain_inv_per_creation"] * per_s + inp.get("domain_inv_per_gib", 0.0) * gib_per_s
-    # A domU's reads through blkback (per GiB figures): all their misses are the grants' own.
-    walks = (dom * v["w_refill"] + page * v["psc_share"] + inp["idle_misses_per_gib"] * gib_per_s
-             + inp.get("misses_per_gib", 0.0) * gib_per_s)
-    base = inp["idle_misses_per_gib"] * gib_per_s
-    return {"device_share": walks * v["t_walk"] / 1e6, "idle_share": base * v["t_walk"] / 1e6,
-            "cpu_share": (page * v["t_inv"] + dom * v["t_inv_domain"]) / 1e6,
-            "invalidations_per_s": page + dom}
+    """One configuration at GBPS with constants V: the share of the device's time spent on the walks
+    the invalidations cause (each taken to hold its DMA: no overlap), and of one CPU waiting for
+    them. Page-table invalidations follow process creations, so in this model their cost per
+    second does not depend on the line rate; a grant per request's follow the bytes."""
+    gib_per_s = gbps * 1e9 / GIB_BITS
+    if "extra_inv_per_gib" in inp:
+        page, dom = inp["extra_inv_per_gib"] * gib_per_s, 0.0
+        refills = inp["extra_misses_per_gib"] * gib_per_s  # measured: the refills are in them
+    else:
+        page = inp["page_inv_per_creation"] * v["creations_per_s"]
+        dom = inp["domain_inv_per_creation"] * v["creations_per_s"]
+        refills = dom * v["w_refill"]
+    # A page-selective invalidation that drops a paging-structure-cache entry makes a later walk
+    # longer, never one more: at most as many as the device walks at all.
+    walks = refills + inp["idle_misses_per_gib"] * gib_per_s
+    longer = min(page * v["psc_share"], walks)
+    return {"device_share": (refills * v["t_walk"] + longer * v["t_psc"]) / 1e6,
+            "cpu_share": (page * v["t_inv"] + dom * v["t_inv_domain"]) / 1e6, "invalidations_per_s": page + dom}
 
 
 def io_model(rows, constants=None):
-    """The line-rate table: per configuration, I/O size and line rate, the throughput the device
-    loses to the walks the invalidations cause (beyond the idle device's own misses), at the
-    point values and over every corner of the ranges, and the CPU share of the flush waits."""
+    """The line-rate table: per configuration, read size and line rate, the share of the device's
+    time lost to the walks the invalidations cause and the share of one CPU waiting for them, at
+    the point values and over every corner of the constants' ranges."""
     io_c, inv_c = constants or load_io_constants()
+    io_c = {k: dict(c) for k, c in io_c.items()}
     inputs = io_inputs(rows)
-    measured = [x["extra_misses_per_domain_inv"] for x in inputs.values() if x["extra_misses_per_domain_inv"]]
-    io_c["w_refill"]["value"] = io_c["w_refill"]["low"] = round(max(measured), 1) if measured else 0.0
+    w = inputs["w_refill"]
+    # The floor: dmaread keeps one request in flight; a device with more buffers loses more.
+    io_c["w_refill"].update(value=round(w, 1) if w else 0.0, low=round(w, 1) if w else 0.0)
     consts = dict(io_c, **inv_c)
     out = []
-    for name, boot, cache in IO_CONFIGS:
-        for block in sorted({k[2] for k in inputs}):
-            inp = inputs.get((boot, cache, block))
-            if inp is None:
-                continue
+    for name, boot, mode in IO_CONFIGS:
+        for key in sorted((k for k in inputs["configs"] if k.startswith("%s/%s/" % (boot, mode))),
+                          key=lambda k: int(k.rsplit("/", 1)[1])):
+            inp, block = inputs["configs"][key], int(key.rsplit("/", 1)[1])
             for gbps in IO_GBPS:
                 p = io_loss(inp, gbps, point(consts))
-                # Loss beyond the idle device's: the walks the invalidations caused.
-                losses = [io_loss(inp, gbps, c) for c in corners(consts)]
-                extra = [x["device_share"] - x["idle_share"] for x in losses]
+                swept = [io_loss(inp, gbps, c) for c in corners(consts)]
                 out.append({"config": name, "block_kb": block, "gbps": gbps,
                             "invalidations_per_s": round(p["invalidations_per_s"], 2),
-                            "loss": p["device_share"] - p["idle_share"], "loss_low": min(extra),
-                            "loss_high": max(extra), "cpu_share": p["cpu_share"],
-                            "cpu_share_high": max(x["cpu_share"] for x in losses)})
-    return {"rows": out, "inputs": {"%s/%s/%d" % k: v for k, v in inputs.items()}, "constants": consts,
-            "psc_sensitivity": io_psc_sensitivity(inputs, consts)}
+                            "loss": p["device_share"], "loss_low": min(x["device_share"] for x in swept),
+                            "loss_high": max(x["device_share"] for x in swept), "cpu_share": p["cpu_share"],
+                            "cpu_share_high": max(x["cpu_share"] for x in swept)})
+    return {"rows": out, "inputs": inputs, "constants": consts, "psc_sensitivity": io_psc_sensitivity(inputs, consts)}
 
 
 def io_psc_sensitivity(inputs, consts):
-    """Stock strict's loss at the point values with the paging-structure-cache share from 0 to 1."""
+    """Stock strict's device loss at 200 Gbit/s, point values, the paging-structure share 0 to 1."""
     out = []
-    for (boot, cache, block), inp in sorted(inputs.items()):
-        if (boot, cache) != ("strict", "off"):
+    for key, inp in sorted(inputs["configs"].items()):
+        if not key.startswith("strict/off/"):
             continue
         for share in (0.0, 0.25, 0.5, 0.75, 1.0):
-            v = dict(point(consts), psc_share=share)
-            x = io_loss(inp, IO_GBPS[-1], v)
-            out.append({"block_kb": block, "psc_share": share, "loss": x["device_share"] - x["idle_share"]})
+            x = io_loss(inp, IO_GBPS[-1], dict(point(consts), psc_share=share))
+            out.append({"block_kb": int(key.rsplit("/", 1)[1]), "psc_share": share, "loss": x["device_share"]})
     return out
 
 

@@ -1,15 +1,17 @@
 """Do the IOMMU flushes of page-table churn hurt a device's DMA, and does the cache help?
 
 The study's open question. An NVMe disk (QEMU's, a sparse raw image) sits behind the emulated
-VT-d, and QEMU traces its IOTLB (testbed.IOTLB_EVENTS): every translation of the disk's DMA as
-a hit or a miss, every reset of a full IOTLB, and every invalidation Xen sends, by kind. dom0
-reads the disk with dmaread (O_DIRECT, one buffer: without invalidations its translations stay
-cached) while churn, the study's busy state, runs beside it at several rates, with the cache
-off and on, interleaved in one boot. Idle is the same read with nothing beside it. Relaxed mode
-and caching mode (a virtualised IOMMU, where maps into empty entries are flushed too) are boots
-of their own. Per run: from QEMU's trace, the disk's translations, hits, misses (a table walk
-each) and IOTLB resets, and the invalidations by kind; from Xen, its queued IOTLB
-invalidations and its superpage coalesces and shatters. Everything per GiB read.
+VT-d, and QEMU traces its IOTLB (testbed.IOTLB_EVENTS): every translation of the disk's DMA
+(data and queues) as a hit or a miss, every refused DMA, every reset of a full IOTLB, and every
+invalidation Xen sends, by kind. dom0 reads the disk with dmaread (O_DIRECT into one buffer:
+without invalidations its translations stay cached) while churn, the study's busy state, runs
+beside it at several rates, with the cache off and on, interleaved in one boot. Idle is the
+same read with nothing beside it. Caching mode (a virtualised IOMMU, where maps into empty
+entries are flushed too) and relaxed mode are boots of their own; in a fourth, a PV domU reads
+the same disk through dom0's blkback, with persistent grants and with a grant per request, the
+other flush source. Counts are taken over the disk's DMA, its first translation to its last;
+Xen's counters (its queued IOTLB invalidations, superpage coalesces and shatters) enclose that.
+Everything per GiB read.
 """
 
 import dataclasses
@@ -30,10 +32,11 @@ GIB = 1 << 30
 # The busy state's process tree (study.CHURN_SHAPE): tabs, their libraries and heap, residents.
 CHURN_SHAPE = ["--tabs", "4", "--libs", "2", "--lib-kb", "32", "--heap-kb", "128", "--resident", "16"]
 CHURN_PID, CHURN_OUT = "/tmp/io-churn.pid", "/tmp/io-churn.out"
-COUNTS = ("translations", "hits", "misses", "resets", "inv_pages", "inv_pages_4k", "inv_domain", "inv_global")
+COUNTS = ("translations", "hits", "misses", "faults", "resets", "inv_pages", "inv_pages_4k", "inv_domain",
+          "inv_global")
 XEN_COUNTS = ("qi_iotlb_inv", "iommu_pt_coalesces", "iommu_pt_shatters", "iommu_unmap_type", "iommu_map_type")
-_EVENT = re.compile(r"\b(vtd_iotlb_page_hit|vtd_iotlb_page_update|vtd_iotlb_reset|vtd_inv_desc_iotlb_pages|"
-                    r"vtd_inv_desc_iotlb_domain|vtd_inv_desc_iotlb_global)\b(.*)$")
+_EVENT = re.compile(r"\b(vtd_iotlb_page_hit|vtd_iotlb_page_update|vtd_dmar_fault|vtd_iotlb_reset|"
+                    r"vtd_inv_desc_iotlb_pages|vtd_inv_desc_iotlb_domain|vtd_inv_desc_iotlb_global)\b(.*)$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +67,12 @@ def parse_trace(lines, sid=NVME_SID):
         if not m:
             continue
         event, rest = m.groups()
+        if event == "vtd_dmar_fault":
+            # A refused DMA ends no translation: it counts where it falls, like an invalidation.
+            s = re.search(r"\bsid 0x([0-9a-f]+)", rest)
+            if s and int(s.group(1), 16) == sid:
+                pending["faults"] += 1
+            continue
         if event in ("vtd_iotlb_page_hit", "vtd_iotlb_page_update"):
             s = re.search(r"\bsid 0x([0-9a-f]+)", rest)
             if not s or int(s.group(1), 16) != sid:
@@ -86,14 +95,6 @@ def parse_trace(lines, sid=NVME_SID):
         else:
             pending["inv_global"] += 1
     return c
-
-
-def churn_rate(lines):
-    """Process creations per second from churn's last progress row (--report)."""
-    rows = [dict(kv.split("=", 1) for kv in line.split()[1:]) for line in lines if line.startswith("row ")]
-    if not rows or float(rows[-1]["t_s"]) <= 0:
-        raise ToolError("churn printed no progress row beside the read:\n%s" % "\n".join(lines[-5:]))
-    return int(rows[-1]["created"]) / float(rows[-1]["t_s"])
 
 
 def trace_since(tb, offset):
@@ -131,40 +132,72 @@ class Runner:
             self.session.configure_pool(measure.cache_settings(on))
             self.cache = on
 
-    def run(self, read, condition, rate, cache, round_):
-        """One read of READ = (KiB at a time, MiB in all): CONDITION idle (nothing beside it) or busy (churn at RATE per minute), the
-        cache on or off (None: a boot without the pool's settings, relaxed)."""
+    def churn_row(self):
+        """churn's last progress row: (seconds since it started, processes created)."""
+        rows = [line for line in self.tb.check("cat %s" % CHURN_OUT, timeout=60) if line.startswith("row ")]
+        if not rows:
+            raise ToolError("churn printed no progress row beside the read")
+        kv = dict(x.split("=", 1) for x in rows[-1].split()[1:])
+        return float(kv["t_s"]), int(kv["created"])
+
+    def run(self, read, condition, rate, cache, round_, extra=None):
+        """One read of READ = (KiB at a time, MiB in all): CONDITION idle (nothing beside it) or
+        busy (churn at RATE per minute beside it), the cache on or off (None: a boot or domain
+        without the pool's settings). EXTRA: fields added to the row."""
         if cache is not None:
             self.set_cache(cache)
-        if condition == "busy":
-            self.tb.check("(churn --duration 86400 --rate %d --report 1 %s >%s 2>&1 & echo $! > %s)"
-                          % (rate, " ".join(CHURN_SHAPE), CHURN_OUT, CHURN_PID), timeout=60)
-            # Its resident processes and first trees up before the read starts.
-            self.tb.check("sleep 2", timeout=60)
+        busy = condition == "busy"
         try:
+            if busy:
+                self.tb.check("(churn --duration 86400 --rate %d --report 1 %s >%s 2>&1 & echo $! > %s)"
+                              % (rate, " ".join(CHURN_SHAPE), CHURN_OUT, CHURN_PID), timeout=60)
+                # Its resident processes and first trees up, and a progress row, before the read.
+                self.tb.check("sleep 2", timeout=60)
+                before = self.churn_row()
             at = self.tb.fault_trace_size()
             rec = self.session.run("dmaread", ["--dev", self.dev, "--mib", str(read[1]),
                                                "--block-kb", str(read[0])])
             counts = trace_since(self.tb, at)
+            after = self.churn_row() if busy else None
         finally:
-            if condition == "busy":
-                self.tb.check("kill $(cat %s) && while kill -0 $(cat %s) 2>/dev/null; do usleep 100000; done; "
-                              "rm %s" % (CHURN_PID, CHURN_PID, CHURN_PID), timeout=120)
-        churn_per_s = None
-        if condition == "busy":
-            churn_per_s = churn_rate(self.tb.check("cat %s; rm %s" % (CHURN_OUT, CHURN_OUT), timeout=60))
-        if counts["translations"] == 0:
-            raise ToolError("QEMU's trace shows no translation of the disk's DMA (requester 0x%x)" % NVME_SID)
-        row = {"boot": self.boot_name, "block_kb": read[0], "condition": condition, "rate_per_min": rate if condition == "busy" else 0,
+            if busy:
+                # churn may have died already: its own output says why, and the error is raised.
+                status, lines = self.tb.run("kill $(cat %s) 2>/dev/null; while kill -0 $(cat %s) 2>/dev/null; do "
+                                            "usleep 100000; done; rm -f %s; cat %s; rm -f %s"
+                                            % (CHURN_PID, CHURN_PID, CHURN_PID, CHURN_OUT, CHURN_OUT), timeout=120)
+                if status != 0:
+                    raise ToolError("churn could not be stopped:\n%s" % "\n".join(lines[-10:]))
+        row = {"boot": self.boot_name, "block_kb": read[0], "condition": condition, "rate_per_min": rate if busy else 0,
                "cache": {None: "-", True: "on", False: "off"}[cache], "round": round_,
                "bytes": rec["result"]["bytes"], "seconds": rec["result"]["seconds"], "mbps": rec["result"]["mbps"]}
-        # The process creations beside the read: churn's achieved rate over its whole run.
-        row["churn_per_s"] = round(churn_per_s, 2) if churn_per_s is not None else 0
-        row["creations"] = round(churn_per_s * row["seconds"], 1) if churn_per_s is not None else 0
+        # The process creations beside the read: churn's rate between its rows before and after it.
+        per_s = (after[1] - before[1]) / (after[0] - before[0]) if busy and after[0] > before[0] else 0.0
+        row["churn_per_s"] = round(per_s, 2)
+        row["creations"] = round(per_s * row["seconds"], 1)
         row.update(counts)
         row.update({k: rec["counters"].get(k, 0) for k in XEN_COUNTS})
         row["invariant_violations"] = rec.get("invariant_violations")
+        row.update(extra or {})
+        check_row(row)
         return per_gib(row)
+
+
+def check_row(row):
+    """What every read must show: the disk's DMA translated (every data page at least once), none
+    of it refused, and what the device saw Xen counted too. Xen counts an invalidation before it
+    queues it, and its counters are read before the reading program starts and after it ends,
+    while the device's span is its first DMA to its last: an invalidation whose count and whose
+    queueing straddle the program's start or end (a vCPU held for the whole of it) would be the
+    device's alone, hence at most one at each end."""
+    if row["translations"] < row["bytes"] // 4096:
+        raise ToolError("QEMU's trace shows %d translations of the disk's DMA (requester 0x%x) for %d bytes read"
+                        % (row["translations"], NVME_SID, row["bytes"]))
+    if row["faults"]:
+        raise ToolError("the emulated VT-d refused %d of the disk's DMAs within the read" % row["faults"])
+    seen = row["inv_pages"] + row["inv_domain"] + row["inv_global"]
+    if seen > row["qi_iotlb_inv"] + 2:
+        raise ToolError("the device saw %d invalidations within the read, Xen counted %d around it"
+                        % (seen, row["qi_iotlb_inv"]))
 
 
 def strict_plan(plan):
@@ -206,11 +239,18 @@ def grant_runs(tb, plan, progress):
     for condition, persistent in GRANT_MODES:
         with guests.Guest(tb, "pv-disk", vcpus=2,
                           kernel_args=("xen_blkfront.feature_persistent=%d" % persistent,)) as g:
+            # What blkfront and blkback agreed on, from their xenstore keys (51712: xvda).
+            keys = tb.check("xenstore-read /local/domain/0/backend/vbd/%d/51712/feature-persistent "
+                            "/local/domain/%d/device/vbd/51712/feature-persistent" % (g.domid, g.domid), timeout=60)
+            used = int(all(k.strip() == "1" for k in keys[-2:]))
+            if len(keys) < 2 or used != persistent:
+                raise ToolError("the pv-disk domU's persistent grants: backend and frontend say %s, not %d"
+                                % (" and ".join(keys[-2:]), persistent))
             runner = Runner(tb, plan, "grants", session=guests.GuestSession(tb, g), dev="/dev/xvda")
             for r in range(plan.rounds):
                 for read in plan.reads:
                     progress("io grants: a domU, %s, %d MiB in %d KiB reads" % (condition, read[1], read[0]))
-                    rows.append(runner.run(read, condition, 0, None, r))
+                    rows.append(runner.run(read, condition, 0, None, r, extra={"persistent_grants": used}))
     return rows
 
 
@@ -222,22 +262,26 @@ def measure_boots(parts, plan, console_dir, progress, boots=BOOTS, on_boot=None)
         image = sparse_image(d)
         for name, mode, cm, runs in boots:
             kw = dict(mode=mode, caching_mode=cm, smp=2, nvme_image=image, iotlb_trace=True)
-            with _boot(parts, console_dir, "io-" + name, **kw) as tb:
-                if on_boot:
-                    on_boot("io-" + name, tb)
-                runner = Runner(tb, plan, name)
-                runner.check_disk()
-                if runs == "domU":
-                    rows += grant_runs(tb, plan, progress)
-                else:
-                    todo = strict_plan(plan) if runs is None else side_plan(plan, runs)
-                    for i, (r, b, condition, rate, cache) in enumerate(todo):
-                        progress("io %s %d/%d: %d MiB in %d KiB reads, %s%s, cache %s" % (
-                            name, i + 1, len(todo), b[1], b[0], condition,
-                            " at %d/min" % rate if condition == "busy" else "", {None: "-", True: "on", False: "off"}[cache]))
-                        rows.append(runner.run(b, condition, rate, cache, r))
-            # Hundreds of MB of hit lines: kept compressed, the evidence of every count.
-            compress(tb.cfg.fault_trace)
+            tb = _boot(parts, console_dir, "io-" + name, **kw)
+            try:
+                with tb:
+                    if on_boot:
+                        on_boot("io-" + name, tb)
+                    runner = Runner(tb, plan, name)
+                    runner.check_disk()
+                    if runs == "domU":
+                        rows += grant_runs(tb, plan, progress)
+                    else:
+                        todo = strict_plan(plan) if runs is None else side_plan(plan, runs)
+                        for i, (r, b, condition, rate, cache) in enumerate(todo):
+                            progress("io %s %d/%d: %d MiB in %d KiB reads, %s%s, cache %s" % (
+                                name, i + 1, len(todo), b[1], b[0], condition,
+                                " at %d/min" % rate if condition == "busy" else "", {None: "-", True: "on", False: "off"}[cache]))
+                            rows.append(runner.run(b, condition, rate, cache, r))
+            finally:
+                # Hundreds of MB of hit lines: kept compressed, the evidence of every count.
+                if os.path.exists(tb.cfg.fault_trace):
+                    compress(tb.cfg.fault_trace)
     return rows
 
 

@@ -910,93 +910,109 @@ def io_model_html(model):
         _share(r["loss_high"]), _share(r["cpu_share"])) for r in model["rows"])
     consts = "".join("<li><b>%s</b> = %.4g %s (swept %.4g .. %.4g): %s</li>" % (
         e(n), c["value"], e(c["unit"]), c["low"], c["high"], e(c["source"])) for n, c in sorted(model["constants"].items()))
-    psc = ", ".join("%g: %s" % (x["psc_share"], _share(x["loss"])) for x in model["psc_sensitivity"]
-                    if x["block_kb"] == max(y["block_kb"] for y in model["psc_sensitivity"]))
+    sens = model["psc_sensitivity"]
+    psc = ", ".join("%g: %s" % (x["psc_share"], _share(x["loss"])) for x in sens
+                    if x["block_kb"] == max(y["block_kb"] for y in sens)) if sens else "no strict reads"
     return """<p>The line-rate estimate (evaluation/hwmodel.py <code>io_model</code>): the share of the device's time
-spent on walks that the invalidations cause, beyond the idle device's own misses, taking every walk to hold the
-device's DMA (an upper bound: a device with requests in flight overlaps them), at the study's busy state on
-hardware; and the share of one CPU that waits for the invalidations. Range: every corner of the constants'
-ranges.</p>
+spent on the walks that the invalidations cause (refills after a domain-wide one, and walks made longer by a
+page-selective one; each walk taken to hold the device's DMA, which a device with requests in flight overlaps), at the
+study's busy state on hardware, and the share of one CPU that waits for the invalidations. A domU's disk with a grant
+per request counts what it adds to the same reads with persistent grants. Range: every corner of the constants'
+ranges. Above 100 %: more than the device or one CPU has, so the line rate is out of reach.</p>
 <table><tr><th>configuration</th><th>KiB/read</th><th>Gbit/s</th><th>invalidations/s</th><th>device time lost</th>
 <th>range</th><th>CPU share waiting</th></tr>{rows}</table>
-<p>Sensitivity to the one assumption QEMU cannot check, the paging-structure caches (psc_share, stock strict, the
-largest reads, point values otherwise): {psc}.</p>
+<p>Sensitivity to the one assumption QEMU cannot check, the paging-structure caches (psc_share; stock strict,
+200 Gbit/s, the largest reads, the other constants at their point values): {psc}.</p>
 <p>Constants (evaluation/hardware.json):</p><ul>{consts}</ul>""".format(rows=rows, psc=e(psc), consts=consts)
 
 
 def _share(x):
-    """A share of a device's or a CPU's time; above 1 it is more than one can give (the rate is out of reach)."""
-    return "0" if not x else "%.2g %%" % (100 * x) if x < 1 else "%.0f %%" % (100 * x)
+    """A share of a device's or a CPU's time; 1 and above is more than it has."""
+    if not x:
+        return "0"
+    return "%.2g %%" % (100 * x) if x < 1 else "%.0f %% (%.1f times all of it)" % (100 * x, x)
 
 
 def grants_text(model):
     """The other flush source, side by side: a domU's disk through blkback, grant per request."""
     rows = {(r["config"], r["block_kb"], r["gbps"]): r for r in model["rows"]}
-    inp = model["inputs"]
-    per_req = [(int(k.split("/")[2]), v) for k, v in inp.items() if k.startswith("grants/grant per request/")]
+    cfg = model["inputs"]["configs"]
+    per_req = sorted(int(k.rsplit("/", 1)[1]) for k in cfg if k.startswith("grants/grant per request/"))
     if not per_req:
         return ""
-    block, v = min(per_req)
-    keep = inp.get("grants/persistent grants/%d" % block)
-    lo, hi = rows.get(("a domU's disk, grant per request", block, 10)), rows.get(
-        ("a domU's disk, grant per request", block, 200))
+    block = per_req[0]
+    v, keep = cfg["grants/grant per request/%d" % block], cfg.get("grants/persistent grants/%d" % block)
+    name = "a domU's disk, grant per request"
+    lo, hi = rows[(name, block, IO_GBPS_LOW)], rows[(name, block, IO_GBPS_HIGH)]
     return ("The other source, side by side: a PV domU reading the same disk through dom0's blkback (strict dom0) "
-            "with a grant per request sends %.0f invalidations per GiB in %d KiB reads (%.2f per read)%s; at 10 "
-            "Gbit/s that is %.0f per second and %s of a CPU waiting, at 200 Gbit/s %s, with the device's time "
-            "lost %s and %s: this source grows with the line rate, as the PV-IOMMU RFC's 600 Mbit/s shows. "
-            % (v["page_inv_per_gib"] + v["domain_inv_per_gib"], block,
-               (v["page_inv_per_gib"] + v["domain_inv_per_gib"]) * block / 2 ** 20,
-               ", against %.0f with persistent grants" % (keep["page_inv_per_gib"] + keep["domain_inv_per_gib"])
-               if keep else "", lo["invalidations_per_s"] if lo else 0, _share(lo["cpu_share"]) if lo else "?",
-               _share(hi["cpu_share"]) if hi else "?", _share(lo["loss"]) if lo else "?",
-               _share(hi["loss"]) if hi else "?"))
+            "with a grant per request sent %.0f invalidations per GiB of %d KiB reads (%.2f per read)%s; at %d "
+            "Gbit/s that is %.0f per second, %s of a CPU waiting and %s of the device's time, at %d Gbit/s %s and "
+            "%s: this source grows with the line rate. "
+            % (v["inv_per_gib"], block, v["inv_per_gib"] * block / 2 ** 20,
+               ", against %.0f with persistent grants" % keep["inv_per_gib"] if keep else "",
+               IO_GBPS_LOW, lo["invalidations_per_s"], _share(lo["cpu_share"]), _share(lo["loss"]), IO_GBPS_HIGH,
+               _share(hi["cpu_share"]), _share(hi["loss"])))
+
+
+IO_GBPS_LOW, IO_GBPS_HIGH = 10, 200
 
 
 def io_text(doc, model):
     """The study's question and the answer these counts give, in numbers from DOC and MODEL."""
     e = html.escape
     inp = model["inputs"]
-    big = max(int(k.split("/")[2]) for k in inp) if inp else None
-    off, on = inp.get("strict/off/%s" % big), inp.get("strict/on/%s" % big)
-    if not off or not on:
+    cfg = inp["configs"]
+    blocks = sorted(int(k.rsplit("/", 1)[1]) for k in cfg if k.startswith("strict/off/"))
+    if not blocks or "strict/on/%d" % blocks[-1] not in cfg:
         return "<p>The io stage wrote no busy reads of the strict boot with the cache off and on.</p>"
+    big = blocks[-1]
+    off, on = cfg["strict/off/%d" % big], cfg["strict/on/%d" % big]
     summ = [r for r in doc["summary"] if r["boot"] == "strict" and r["block_kb"] == big]
     top = max(r["rate_per_min"] for r in summ)
     pick = lambda cond, cache, rate: next((r for r in summ if r["condition"] == cond and r["cache"] == cache
                                           and r["rate_per_min"] == rate), None)
     idle, b_off, b_on = pick("idle", "off", 0), pick("busy", "off", top), pick("busy", "on", top)
-    stock = [r for r in model["rows"] if r["config"] == "stock strict" and r["block_kb"] == big]
-    cache = [r for r in model["rows"] if r["config"] == "the cache" and r["block_kb"] == big]
+    by_rate = inp["domain_by_rate"].get("strict/off", [])
+    achieved = next((x["achieved_per_min"] for x in by_rate if x["rate_per_min"] == top), None)
+    busy_off = [r for r in doc["rows"] if r["boot"] == "strict" and r["condition"] == "busy" and r["cache"] == "off"]
+    stock = {r["gbps"]: r for r in model["rows"] if r["config"] == "stock strict" and r["block_kb"] == big}
+    cache = {r["gbps"]: r for r in model["rows"] if r["config"] == "the cache" and r["block_kb"] == big}
+    slope = off["misses_per_1000_page_inv"]
+    fmt = lambda r, k: "%.0f" % r[k] if r else "?"
     return """<p><b>The study's open question.</b> Its netperf run (87.9 Mbit/s both ways) showed nothing, and it
 deferred to future work whether the flushes hurt fast I/O. Here an NVMe disk behind the emulated VT-d is read with
 O_DIRECT into one buffer while the busy state runs beside it, and QEMU's trace counts every translation of the
-disk's DMA as a hit or a miss, and every invalidation by kind (device: {device}).</p>
-<p><b>Answer.</b> With the cache off the busy state sends {pinv:.1f} page-selective and {dinv:.3f} domain-wide
-invalidations per process creation; with the cache on {pinv_on:.3f} and {dinv_on:.3f}. The page-selective ones drop
-the entry of a page that became a page table, which no device uses: {slope}. The
-domain-wide ones (Xen coalescing a 2 MiB run into a superpage when a page is mapped back) drop every translation the
-disk had: {w} misses each here. At {top} process creations per minute, {big} KiB reads: {m_idle:.0f} misses per GiB
-idle, {m_off:.0f} with the cache off, {m_on:.0f} with the cache on. On hardware, at the study's rate, the model puts
-stock strict's loss at {l_off} of the device's time ({l_off_lo} .. {l_off_hi}) and the cache's at {l_on}, the same at
-10 and at 200 Gbit/s: the invalidations follow process creations, not bytes. The CPU waits {cpu} of its time for
-them. Page-table flushes are too rare to matter to I/O; a flush per request is what does. {grants}To confirm on
-hardware: VT-d's performance monitor (Sapphire Rapids on; Linux's
+disk's DMA (its queues' included) as a hit or a miss, and every invalidation by kind, over the disk's DMA (device:
+{device}).</p>
+<p><b>What the counts say.</b> With the cache off the busy state sent {pinv:.1f} page-selective and {dinv:.3f}
+domain-wide invalidations per process creation (pooled over the read sizes); with the cache on {pinv_on:.3f} and
+{dinv_on:.3f}. Domain-wide ones within the reads, by rate asked: {dom}; Xen counted {coal} superpage coalesces and
+{shat} shatters in the same reads. Each domain-wide one cost the disk {w} extra misses (pooled over the reads that had
+one; a floor, dmaread keeping one request in flight). The page-selective ones name one page each: {slope}. At {top}
+process creations per minute asked ({ach} achieved), {big} KiB reads: {m_idle} misses per GiB idle, {m_off} with the
+cache off, {m_on} with the cache on.</p>
+<p><b>On hardware, by the model.</b> Page-table invalidations follow process creations, not bytes, so in the model
+their cost per second does not grow with the line rate. At the study's rate stock strict loses {l_lo} of the device's
+time at {g_lo} Gbit/s and {l_hi} at {g_hi} ({l_hi_lo} .. {l_hi_hi} over the ranges), the cache {c_hi}; a CPU waits {cpu}
+of its time for them. {grants}To confirm on hardware: VT-d's performance monitor (Sapphire Rapids on; Linux's
 drivers/iommu/intel/perfmon.c names iotlb_lookup, iotlb_hit, ss_nonleaf_lookup and ss_nonleaf_hit, the
-paging-structure caches QEMU does not model) counting during the same reads; under Xen, Xen owns the IOMMU and
-would have to read those counters itself.</p>""".format(
-        grants=e(grants_text(model)),
-        slope="over the reads without a domain-wide one, the disk's misses rose by %.2f per 1000 of them"
-              % off["misses_per_1000_page_inv"] if off["misses_per_1000_page_inv"] is not None
-              else "too few reads went without a domain-wide one to fit the disk's misses to them",
+paging-structure caches QEMU does not model) counting during the same reads; under Xen, Xen owns the IOMMU and would
+have to read those counters itself.</p>""".format(
         device=e(doc.get("device", "")), pinv=off["page_inv_per_creation"], dinv=off["domain_inv_per_creation"],
         pinv_on=on["page_inv_per_creation"], dinv_on=on["domain_inv_per_creation"],
-        w="%.0f" % off["extra_misses_per_domain_inv"] if off["extra_misses_per_domain_inv"] else "no domain-wide "
-          "invalidation fell within a read, so none",
-        top=top, big=big, m_idle=idle["misses_per_gib"] if idle else float("nan"),
-        m_off=b_off["misses_per_gib"] if b_off else float("nan"), m_on=b_on["misses_per_gib"] if b_on else float("nan"),
-        l_off=_share(stock[0]["loss"]) if stock else "?", l_off_lo=_share(stock[0]["loss_low"]) if stock else "?",
-        l_off_hi=_share(stock[0]["loss_high"]) if stock else "?", l_on=_share(cache[0]["loss"]) if cache else "?",
-        cpu=_share(stock[0]["cpu_share"]) if stock else "?")
+        dom=e("; ".join("%d at %d/min (%.0f creations)" % (x["inv_domain"], x["rate_per_min"], x["creations"])
+                        for x in by_rate)),
+        coal=sum(r["iommu_pt_coalesces"] for r in busy_off), shat=sum(r["iommu_pt_shatters"] for r in busy_off),
+        w="%.1f" % inp["w_refill"] if inp["w_refill"] is not None else "no (none fell within a read)",
+        slope=("over the reads without a domain-wide one, the disk's misses changed by %+.2f per 1000 of them" % slope
+               if slope is not None else "too few reads went without a domain-wide one to fit the disk's misses to "
+                                         "them"),
+        top=top, ach="%.0f" % achieved if achieved else "?", big=big, m_idle=fmt(idle, "misses_per_gib"),
+        m_off=fmt(b_off, "misses_per_gib"), m_on=fmt(b_on, "misses_per_gib"),
+        g_lo=IO_GBPS_LOW, g_hi=IO_GBPS_HIGH, l_lo=_share(stock[IO_GBPS_LOW]["loss"]),
+        l_hi=_share(stock[IO_GBPS_HIGH]["loss"]), l_hi_lo=_share(stock[IO_GBPS_HIGH]["loss_low"]),
+        l_hi_hi=_share(stock[IO_GBPS_HIGH]["loss_high"]), c_hi=_share(cache[IO_GBPS_HIGH]["loss"]),
+        cpu=_share(stock[IO_GBPS_HIGH]["cpu_share"]), grants=e(grants_text(model)))
 
 
 def fig_pte_modes(doc, pub, path):

@@ -84,16 +84,18 @@ def test_main_prints_estimates(tmp_path, capsys):
 
 # --- the line-rate estimate of the io stage ---------------------------------------------------
 
-def io_row(boot, cache, condition, misses, inv_pages, inv_domain=0, creations=100.0, block=64):
+def io_row(boot, cache, condition, misses, inv_pages, inv_domain=0, creations=100.0, block=64, rate=2168):
     return {"boot": boot, "cache": cache, "condition": condition, "block_kb": block, "misses": misses,
             "inv_pages": inv_pages, "inv_domain": inv_domain, "inv_global": 0, "creations": creations,
-            "bytes": 2 ** 30}
+            "bytes": 2 ** 30, "seconds": 2.0, "rate_per_min": rate if condition == "busy" else 0}
 
 
 IO_ROWS = [io_row("strict", "off", "idle", 10, 0, creations=0), io_row("strict", "off", "busy", 10, 900),
-           io_row("strict", "off", "busy", 12, 1800, creations=200.0), io_row("strict", "off", "busy", 170, 900, 10),
-           io_row("strict", "on", "busy", 10, 1), io_row("relaxed", "-", "idle", 0, 0, creations=0),
-           io_row("relaxed", "-", "busy", 0, 0)]
+           io_row("strict", "off", "busy", 12, 1800, creations=200.0),
+           io_row("strict", "off", "busy", 170, 900, 10, rate=8672), io_row("strict", "on", "busy", 10, 1),
+           io_row("relaxed", "-", "idle", 0, 0, creations=0), io_row("relaxed", "-", "busy", 0, 0),
+           io_row("grants", "-", "persistent grants", 40, 0, creations=0),
+           io_row("grants", "-", "grant per request", 1040, 262144, creations=0)]
 
 
 def test_every_io_constant_has_a_source_and_a_range():
@@ -101,34 +103,41 @@ def test_every_io_constant_has_a_source_and_a_range():
     assert set(inv_c) == {"t_inv", "t_inv_domain"}
     for name, c in io_c.items():
         assert c["source"] and c["unit"], name
-        if name != "w_refill":  # filled from the testbed's counts
+        if name != "w_refill":  # its floor is measured
             assert c["low"] <= c["value"] <= c["high"], name
 
 
 def test_io_inputs_are_per_creation_and_per_domain_flush():
     inp = hwmodel.io_inputs(IO_ROWS)
-    off = inp[("strict", "off", 64)]
+    off = inp["configs"]["strict/off/64"]
     assert off["page_inv_per_creation"] == pytest.approx(3600 / 400)
     assert off["domain_inv_per_creation"] == pytest.approx(10 / 400)
-    # 192 misses over 3 GiB, 10 per GiB idle: 162 extra, over 10 domain-wide invalidations.
-    assert off["extra_misses_per_domain_inv"] == pytest.approx(16.2)
+    # The one read with domain-wide invalidations: 170 misses against 10 idle, over 10 of them.
+    assert inp["w_refill"] == pytest.approx(16.0)
+    assert [x["inv_domain"] for x in inp["domain_by_rate"]["strict/off"]] == [0, 10]
     # The line through the reads without a domain-wide invalidation, the cache off and on.
     slope = statistics.linear_regression([900, 1800, 1], [10, 12, 10]).slope
     assert off["misses_per_1000_page_inv"] == pytest.approx(1000 * slope, abs=0.001)
-    assert inp[("relaxed", "-", 64)]["page_inv_per_creation"] == 0
+    grant = inp["configs"]["grants/grant per request/64"]
+    assert grant["extra_inv_per_gib"] == 262144 and grant["extra_misses_per_gib"] == 1000
 
 
-def test_the_loss_follows_the_flushes_not_the_line_rate():
+def test_the_loss_is_the_model_at_every_point():
     m = hwmodel.io_model(IO_ROWS)
     by = {(r["config"], r["gbps"]): r for r in m["rows"]}
+    v = hwmodel.point(m["constants"])
+    inp = m["inputs"]["configs"]["strict/off/64"]
     for gbps in hwmodel.IO_GBPS:
-        assert by[("stock strict", gbps)]["loss"] == pytest.approx(by[("stock strict", 10)]["loss"], rel=1e-9)
-    assert by[("stock strict", 200)]["loss"] > by[("the cache", 200)]["loss"] > by[("relaxed", 200)]["loss"] == 0
-    r, v = by[("stock strict", 100)], hwmodel.point(m["constants"])
-    inp = m["inputs"]["strict/off/64"]
-    walks = v["creations_per_s"] * (inp["domain_inv_per_creation"] * v["w_refill"]
-                                    + inp["page_inv_per_creation"] * v["psc_share"])
-    assert r["loss"] == pytest.approx(walks * v["t_walk"] / 1e6)
-    assert r["loss_low"] <= r["loss"] <= r["loss_high"]
+        page, dom = (inp[k] * v["creations_per_s"] for k in ("page_inv_per_creation", "domain_inv_per_creation"))
+        walks = dom * v["w_refill"] + inp["idle_misses_per_gib"] * gbps * 1e9 / hwmodel.GIB_BITS
+        want = (dom * v["w_refill"] * v["t_walk"] + min(page * v["psc_share"], walks) * v["t_psc"]) / 1e6
+        r = by[("stock strict", gbps)]
+        assert r["loss"] == pytest.approx(want) and r["loss_low"] <= r["loss"] <= r["loss_high"]
+        assert r["cpu_share"] == pytest.approx((page * v["t_inv"] + dom * v["t_inv_domain"]) / 1e6)
+        assert r["loss"] > by[("the cache", gbps)]["loss"] and by[("relaxed", gbps)]["loss"] == 0
+    # A grant per request: its invalidations and misses grow with the bytes.
+    g10, g200 = by[("a domU's disk, grant per request", 10)], by[("a domU's disk, grant per request", 200)]
+    assert g200["invalidations_per_s"] == pytest.approx(20 * g10["invalidations_per_s"])
+    assert g200["cpu_share"] == pytest.approx(20 * g10["cpu_share"])
     shares = [x["loss"] for x in m["psc_sensitivity"]]
     assert shares == sorted(shares) and shares[0] < shares[-1]
