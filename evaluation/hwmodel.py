@@ -178,10 +178,11 @@ def io_inputs(rows):
     for r in rows:
         dom = r["inv_domain"] + r["inv_global"]
         if r["boot"] == "grants":
-            g = grants.setdefault((r["condition"], r["block_kb"]), [0, 0, 0])
-            g[0] += r["inv_pages"] + dom
-            g[1] += r["misses"]
-            g[2] += r["bytes"]
+            g = grants.setdefault((r["condition"], r["block_kb"]), [0, 0, 0, 0])
+            g[0] += r["inv_pages"]
+            g[1] += dom
+            g[2] += r["misses"]
+            g[3] += r["bytes"]
         elif r["condition"] == "busy":
             b = busy.setdefault((r["boot"], r["cache"]), {"creations": 0.0, "inv_pages": 0, "inv_domain": 0,
                                                           "by_rate": {}, "blocks": set()})
@@ -210,16 +211,16 @@ def io_inputs(rows):
                 "domain_inv_per_creation": b["inv_domain"] / b["creations"] if b["creations"] else 0.0,
                 "idle_misses_per_gib": m * 2 ** 30 / by if by else 0.0,
                 "misses_per_1000_page_inv": slopes.get((boot, block))}
-    for (mode, block), (inv, misses, nbytes) in grants.items():
-        base = grants.get((GRANT_BASELINE, block), [0, 0, 0])
-        gib, bgib = nbytes / 2 ** 30, base[2] / 2 ** 30
+    for (mode, block), (page, dom, misses, nbytes) in grants.items():
+        base = grants.get((GRANT_BASELINE, block), [0, 0, 0, 0])
+        gib, bgib = nbytes / 2 ** 30, base[3] / 2 ** 30
+        beyond = lambda x, b: max(x / gib - (b / bgib if bgib else 0.0), 0.0)
         out["configs"]["grants/%s/%d" % (mode, block)] = {
             "page_inv_per_creation": 0.0, "domain_inv_per_creation": 0.0, "idle_misses_per_gib": 0.0,
-            "inv_per_gib": inv / gib, "misses_per_gib": misses / gib,
+            "inv_per_gib": (page + dom) / gib, "domain_inv_per_gib": dom / gib, "misses_per_gib": misses / gib,
             # Beyond the same reads with persistent grants: what a grant per request adds.
-            "extra_inv_per_gib": max(inv / gib - (base[0] / bgib if bgib else 0.0), 0.0),
-            "extra_misses_per_gib": max(misses / gib - (base[1] / bgib if bgib else 0.0), 0.0),
-            "misses_per_1000_page_inv": None}
+            "extra_page_inv_per_gib": beyond(page, base[0]), "extra_domain_inv_per_gib": beyond(dom, base[1]),
+            "extra_misses_per_gib": beyond(misses, base[2]), "misses_per_1000_page_inv": None}
     return out
 
 
@@ -246,8 +247,8 @@ def io_loss(inp, gbps, v):
     them. Page-table invalidations follow process creations, so in this model their cost per
     second does not depend on the line rate; a grant per request's follow the bytes."""
     gib_per_s = gbps * 1e9 / GIB_BITS
-    if "extra_inv_per_gib" in inp:
-        page, dom = inp["extra_inv_per_gib"] * gib_per_s, 0.0
+    if "extra_misses_per_gib" in inp:
+        page, dom = inp["extra_page_inv_per_gib"] * gib_per_s, inp["extra_domain_inv_per_gib"] * gib_per_s
         refills = inp["extra_misses_per_gib"] * gib_per_s  # measured: the refills are in them
     else:
         page = inp["page_inv_per_creation"] * v["creations_per_s"]

@@ -128,8 +128,9 @@ class GuestSession(measure.Session):
     where = "domU"
 
     def __init__(self, testbed, guest):
-        # Xen audits a PV domain only: a PVH domU's page tables are not Xen's to keep apart.
-        super().__init__(testbed, audit=not guest.kind.startswith("pvh"))
+        # Xen audits a PV domain whose memory it keeps in the IOMMU only: a PVH domU's page
+        # tables are not Xen's to keep apart, and a domU without a device has no IOMMU.
+        super().__init__(testbed, audit=guest.kind == "pv-passthrough")
         self.guest = guest
 
     def shell(self, command, timeout):

@@ -945,10 +945,12 @@ def grants_text(model):
     name = "a domU's disk, grant per request"
     lo, hi = rows[(name, block, IO_GBPS_LOW)], rows[(name, block, IO_GBPS_HIGH)]
     return ("The other source, side by side: a PV domU reading the same disk through dom0's blkback (strict dom0) "
-            "with a grant per request sent %.0f invalidations per GiB of %d KiB reads (%.2f per read)%s; at %d "
+            "with a grant per request sent %.0f invalidations per GiB of %d KiB reads (%.2f per read, %.0f %% of "
+            "them domain-wide)%s; at %d "
             "Gbit/s that is %.0f per second, %s of a CPU waiting and %s of the device's time, at %d Gbit/s %s and "
             "%s: this source grows with the line rate. "
             % (v["inv_per_gib"], block, v["inv_per_gib"] * block / 2 ** 20,
+               100 * v["domain_inv_per_gib"] / v["inv_per_gib"] if v["inv_per_gib"] else 0,
                ", against %.0f with persistent grants" % keep["inv_per_gib"] if keep else "",
                IO_GBPS_LOW, lo["invalidations_per_s"], _share(lo["cpu_share"]), _share(lo["loss"]), IO_GBPS_HIGH,
                _share(hi["cpu_share"]), _share(hi["loss"])))

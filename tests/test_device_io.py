@@ -105,7 +105,7 @@ def test_the_report_answers_from_every_boots_rows(tmp_path):
     page = " ".join(report.io_html(str(tmp_path), str(tmp_path)).split())
     assert (tmp_path / "io.png").stat().st_size > 10000
     assert "9.0 page-selective and 0.050 domain-wide" in page and "17.6 extra misses" in page
-    assert "grant per request sent 262144 invalidations per GiB of 4 KiB reads (1.00 per read)" in page
+    assert "grant per request sent 262144 invalidations per GiB of 4 KiB reads (1.00 per read, 0 % of them" in page
     assert "against 0 with persistent grants" in page
     # 6.1 million 4 KiB reads a second at 200 Gbit/s, 2 us of a CPU's wait each: twelve CPUs' worth.
     assert "at 200 Gbit/s 1221 % (12.2 times all of it)" in page

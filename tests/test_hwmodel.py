@@ -119,7 +119,7 @@ def test_io_inputs_are_per_creation_and_per_domain_flush():
     slope = statistics.linear_regression([900, 1800, 1], [10, 12, 10]).slope
     assert off["misses_per_1000_page_inv"] == pytest.approx(1000 * slope, abs=0.001)
     grant = inp["configs"]["grants/grant per request/64"]
-    assert grant["extra_inv_per_gib"] == 262144 and grant["extra_misses_per_gib"] == 1000
+    assert grant["extra_page_inv_per_gib"] == 262144 and grant["extra_misses_per_gib"] == 1000
 
 
 def test_the_loss_is_the_model_at_every_point():
