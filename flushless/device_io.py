@@ -301,17 +301,20 @@ def compress(path):
 
 
 def summary(rows):
-    """Per (boot, condition, rate, cache): the medians of the per-GiB figures, and the runs."""
+    """Per (boot, read size, condition, rate, cache): the counts per GiB over all its runs together
+    (an invalidation that comes now and then, as the domain-wide ones do, stays in), and the
+    median throughput."""
     groups = {}
     for r in rows:
         groups.setdefault((r["boot"], r["block_kb"], r["condition"], r["rate_per_min"], r["cache"]), []).append(r)
     out = []
     for (boot, block, condition, rate, cache), rs in groups.items():
         s = {"boot": boot, "block_kb": block, "condition": condition, "rate_per_min": rate, "cache": cache,
-             "runs": len(rs)}
-        for k in ("mbps", "miss_ratio") + tuple(c + "_per_gib" for c in COUNTS + XEN_COUNTS):
-            vals = sorted(x[k] for x in rs if x[k] is not None)
-            s[k] = _median(vals)
+             "runs": len(rs), "mbps": _median(sorted(x["mbps"] for x in rs))}
+        pooled = {k: sum(x[k] for x in rs) for k in COUNTS + XEN_COUNTS}
+        pooled["bytes"] = sum(x["bytes"] for x in rs)
+        per_gib(pooled)
+        s.update({k: v for k, v in pooled.items() if k.endswith("_per_gib") or k == "miss_ratio"})
         out.append(s)
     return out
 

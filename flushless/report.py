@@ -893,7 +893,7 @@ def io_html(results, out, missing=None):
 against the invalidations per GiB that fell within its DMA (QEMU's trace of the emulated VT-d, the disk's requester
 ID), the busy state beside it at each rate; dotted, the strict boot's idle reads. Timing method: exact counts
 (emulation time only sets how many invalidations fall into a GiB).</figcaption></figure>
-<p>Medians per condition, per GiB read. Device side (QEMU's trace): translations, misses, invalidations
+<p>Per condition, per GiB read, over all its runs together. Device side (QEMU's trace): translations, misses, invalidations
 (page-selective; domain-wide and global), IOTLB resets (QEMU empties its 1024-entry IOTLB when full). Xen's side
 (its perf counters, over the measured command, which encloses the disk's DMA): queued IOTLB invalidations, superpage
 coalesces and shatters.</p>
@@ -988,8 +988,8 @@ disk's DMA (its queues' included) as a hit or a miss, and every invalidation by 
 {device}).</p>
 <p><b>What the counts say.</b> With the cache off the busy state sent {pinv:.1f} page-selective and {dinv:.3f}
 domain-wide invalidations per process creation (pooled over the read sizes); with the cache on {pinv_on:.3f} and
-{dinv_on:.3f}. Domain-wide ones within the reads, by rate asked: {dom}; Xen counted {coal} superpage coalesces and
-{shat} shatters in the same reads. Each domain-wide one cost the disk {w} extra misses (pooled over the reads that had
+{dinv_on:.3f}. Domain-wide ones within the reads, by rate asked: {dom}; by round: {rounds}; Xen counted {coal}
+superpage coalesces and {shat} shatters in the same reads. Each domain-wide one cost the disk {w} extra misses (pooled over the reads that had
 one; a floor, dmaread keeping one request in flight). The page-selective ones name one page each: {slope}. At {top}
 process creations per minute asked ({ach} achieved), {big} KiB reads: {m_idle} misses per GiB idle, {m_off} with the
 cache off, {m_on} with the cache on.</p>
@@ -1004,6 +1004,8 @@ have to read those counters itself.</p>""".format(
         pinv_on=on["page_inv_per_creation"], dinv_on=on["domain_inv_per_creation"],
         dom=e("; ".join("%d at %d/min (%.0f creations)" % (x["inv_domain"], x["rate_per_min"], x["creations"])
                         for x in by_rate)),
+        rounds=", ".join(str(sum(r["inv_domain"] + r["inv_global"] for r in busy_off if r["round"] == k))
+                         for k in sorted({r["round"] for r in busy_off})),
         coal=sum(r["iommu_pt_coalesces"] for r in busy_off), shat=sum(r["iommu_pt_shatters"] for r in busy_off),
         w="%.1f" % inp["w_refill"] if inp["w_refill"] is not None else "no (none fell within a read)",
         slope=("over the reads without a domain-wide one, the disk's misses changed by %+.2f per 1000 of them" % slope
