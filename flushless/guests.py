@@ -71,8 +71,8 @@ class Guest:
         # Never retried. Seen: the domU that crashed while booting and xl create killed by
         # SIGSEGV, with Xen's lazy FPU switching only (docs/qemu-xsave-ts.md); a pcifront that
         # never connected, from a race in stock Linux's xenbus that testbed/linux/fixes/0001
-        # closes. guestboot exits 3 for a domU that shut down or vanished, 4 for a pcifront
-        # that did not connect, 1 for the rest, 2 for bad arguments.
+        # closes. guestboot exits 3 for a domU that shut down or vanished, 4 for a pcifront or
+        # blkfront that did not connect, 1 for the rest, 2 for bad arguments.
         if status != 0 or not ok:
             raise ToolError("the %s domU did not start (guestboot exited %d):\n%s%s"
                             % (self.kind, status, "\n".join("    " + x for x in lines[-45:]),
