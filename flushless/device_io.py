@@ -159,6 +159,14 @@ class Runner:
                                                "--block-kb", str(read[0])])
             counts = trace_since(self.tb, at)
             after = self.churn_row() if busy else None
+            # A read shorter than churn's one-second rows: its rate over the next row.
+            for _ in range(3):
+                if not busy or after[0] > before[0]:
+                    break
+                self.tb.check("sleep 1", timeout=60)
+                after = self.churn_row()
+            if busy and after[0] <= before[0]:
+                raise ToolError("churn printed no progress row for 3 s beside the read")
         finally:
             if busy:
                 # churn may have died already: its own output says why, and the error is raised.
@@ -171,7 +179,7 @@ class Runner:
                "cache": {None: "-", True: "on", False: "off"}[cache], "round": round_,
                "bytes": rec["result"]["bytes"], "seconds": rec["result"]["seconds"], "mbps": rec["result"]["mbps"]}
         # The process creations beside the read: churn's rate between its rows before and after it.
-        per_s = (after[1] - before[1]) / (after[0] - before[0]) if busy and after[0] > before[0] else 0.0
+        per_s = (after[1] - before[1]) / (after[0] - before[0]) if busy else 0.0
         row["churn_per_s"] = round(per_s, 2)
         row["creations"] = round(per_s * row["seconds"], 1)
         row.update(counts)
