@@ -791,6 +791,13 @@ def fig_designs(doc, pub, path):
     plt.close(fig)
 
 
+def constants_html(constants):
+    """The hardware model's constants as list items: value, range and source of each."""
+    e = html.escape
+    return "".join("<li><b>%s</b> = %.4g %s (swept %.4g .. %.4g): %s</li>" % (
+        e(n), c["value"], e(c["unit"]), c["low"], c["high"], e(c["source"])) for n, c in sorted(constants.items()))
+
+
 def designs_html(results, out, missing=None):
     """Stage designs (results/designs.json): the table and its figure, or why there is none."""
     doc = study.read_json(os.path.join(results, "designs.json"))
@@ -813,8 +820,7 @@ def designs_html(results, out, missing=None):
             hw=" / ".join("%.0f (%s)" % (r["%s_hw_us" % op], r["%s_hw_us_range" % op]) for op in ("fork", "exec", "shell")),
             save=trip(r, "hw_saving", "%.3f").replace("0.", "."), xen="yes" if r["xen_change"] else "no",
             guest="yes" if r["guest_change"] else "no", iso=e(r["isolation"])) for r in doc["rows"])
-    consts = "".join("<li><b>%s</b> = %.4g %s (swept %.4g .. %.4g): %s</li>" % (
-        e(n), c["value"], e(c["unit"]), c["low"], c["high"], e(c["source"])) for n, c in sorted(doc["constants"].items()))
+    consts = constants_html(doc["constants"])
     return """<p>Each row is one design booted with the Xen and dom0 kernel it needs ({timing}). Invalidations
 per operation come from forkbench on 2 vCPUs after its warm-up, and, like the other counts, from lmbench's lat_proc
 under -icount on 1 vCPU, whose instructions (guest and Xen together) are the median of the rounds. Cells read
@@ -908,8 +914,7 @@ def io_model_html(model):
     rows = "".join("<tr><td>%s</td><td>%d</td><td>%d</td><td>%.1f</td><td>%s</td><td>%s .. %s</td><td>%s</td></tr>" % (
         e(r["config"]), r["block_kb"], r["gbps"], r["invalidations_per_s"], _share(r["loss"]), _share(r["loss_low"]),
         _share(r["loss_high"]), _share(r["cpu_share"])) for r in model["rows"])
-    consts = "".join("<li><b>%s</b> = %.4g %s (swept %.4g .. %.4g): %s</li>" % (
-        e(n), c["value"], e(c["unit"]), c["low"], c["high"], e(c["source"])) for n, c in sorted(model["constants"].items()))
+    consts = constants_html(model["constants"])
     sens = model["psc_sensitivity"]
     psc = ", ".join("%g: %s" % (x["psc_share"], _share(x["loss"])) for x in sens
                     if x["block_kb"] == max(y["block_kb"] for y in sens)) if sens else "no strict reads"
