@@ -19,18 +19,18 @@ import gzip
 import os
 import re
 import shutil
+import statistics
 import tempfile
 
 from . import build, measure, testbed
 from .progress import ToolError
+from .study import CHURN_SHAPE
 
 # The disk's requester ID on the emulated VT-d: bus 0, device testbed.NVME_SLOT, function 0.
 NVME_SID = testbed.NVME_SLOT << 3
 NVME_DEV = "/dev/nvme0n1"
 IMAGE_MIB = 256
 GIB = 1 << 30
-# The busy state's process tree (study.CHURN_SHAPE): tabs, their libraries and heap, residents.
-CHURN_SHAPE = ["--tabs", "4", "--libs", "2", "--lib-kb", "32", "--heap-kb", "128", "--resident", "16"]
 CHURN_PID, CHURN_OUT = "/tmp/io-churn.pid", "/tmp/io-churn.out"
 COUNTS = ("translations", "hits", "misses", "faults", "resets", "inv_pages", "inv_pages_4k", "inv_domain",
           "inv_global")
@@ -318,20 +318,13 @@ def summary(rows):
     out = []
     for (boot, block, condition, rate, cache), rs in groups.items():
         s = {"boot": boot, "block_kb": block, "condition": condition, "rate_per_min": rate, "cache": cache,
-             "runs": len(rs), "mbps": _median(sorted(x["mbps"] for x in rs))}
+             "runs": len(rs), "mbps": statistics.median(x["mbps"] for x in rs)}
         pooled = {k: sum(x[k] for x in rs) for k in COUNTS + XEN_COUNTS}
         pooled["bytes"] = sum(x["bytes"] for x in rs)
         per_gib(pooled)
         s.update({k: v for k, v in pooled.items() if k.endswith("_per_gib") or k == "miss_ratio"})
         out.append(s)
     return out
-
-
-def _median(vals):
-    if not vals:
-        return None
-    n = len(vals)
-    return vals[n // 2] if n % 2 else (vals[n // 2 - 1] + vals[n // 2]) / 2
 
 
 def run_stage(st, plan_name):
