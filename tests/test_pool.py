@@ -148,6 +148,10 @@ def test_paper_policy_gives_back_its_excess(session, cache_on):
     # the tables in use.
     session.configure_pool({"max_pages": measure.POOL_DEFAULT_CAP, "paper_ratio": 0})
     session.tb.check("forkbench --n 2 --procs 4 --touch-mb 64 >/dev/null")
+    # An exited process's tables reach pagetable_free(), and the pool, only after an RCU grace
+    # period (tlb_remove_table()); without the barrier, those of forkbench's last exits could land
+    # after the shrink (CI, 2026-11-28: 382 shrunk, 2 pages after). rcu_barrier() waits for them.
+    session.tb.check("echo 1 > /sys/module/rcutree/parameters/do_rcu_barrier")
     before = stats(session)
     assert before["pages"] > 100, before
     session.configure_pool({"paper_ratio": 1})
@@ -195,13 +199,22 @@ def test_disabling_drains_the_pool(session, cache_on):
 def test_shrinker_empties_the_pool(session, cache_on):
     session.configure_pool(measure.cache_settings(True))
     session.tb.check("forkbench --n 2 --procs 4 --touch-mb 64 >/dev/null")
+    # An exited process's lower tables reach pagetable_free(), and the pool, after an RCU grace
+    # period (tlb_remove_table()): rcu_barrier() lands them before the count (seen: 386, then 388).
+    session.tb.check("echo 1 > /sys/module/rcutree/parameters/do_rcu_barrier")
     before = stats(session)
     assert before["pages"] > 0, before
     # Reclaim of slab caches (drop_slab(), the kernel's own path into every shrinker at
     # priority 0): the one pool, every page of it (there are no per-CPU caches to miss).
     session.tb.check("echo 2 > /proc/sys/vm/drop_caches")
     after = stats(session)
-    assert after["shrunk"] - before["shrunk"] >= before["pages"] and after["pages"] == 0, (before, after)
+    # What may arrive after the shrink: a CPU that last ran one of forkbench's processes keeps
+    # its mm as the lazy TLB mm, and the mm's PGD pair (kernel and user PGD) is freed only when
+    # that CPU next runs a user task: 2 pages per CPU at most (CI, 2026-11-28: 382 shrunk, 2 after;
+    # 30 shrinks in one boot: 3 with 2 pages after, none with more).
+    late = 2 * int(session.tb.check("nproc")[-1])
+    assert after["shrunk"] - before["shrunk"] >= before["pages"], (before, after)
+    assert after["pages"] <= late and after["hits"] == before["hits"], (before, after)
     session.configure_pool(measure.cache_settings(False))
 
 
