@@ -1,4 +1,4 @@
-"""Page-walk model for tlb_bench (issue 11): what -icount cannot time.
+"""Page-walk model for tlb_bench (the seed lab's benchmark): what -icount cannot time.
 
 For tlb_bench's access pattern (one load per page, the pages in the benchmark's own random
 cycle) this counts the memory references each load makes: the data line, and on a TLB miss

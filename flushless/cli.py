@@ -3,16 +3,17 @@
 import argparse
 import contextlib
 import dataclasses
-import glob
 import json
 import os
-import re
 import sys
 import tempfile
 
-from . import build, census, designs, device_io, guests, measure, qemu, report, series, staging, study, workloads
+from . import plan
+from .experiments import census, designs, device_io, guests, measure, series, study, workloads
 from .progress import ToolError, log
-from .testbed import BootConfig, Testbed
+from .report import compare, document
+from .testbed import build, qemu, staging
+from .testbed.boot import Testbed
 
 EPILOG = """workloads: %s
 examples:
@@ -50,79 +51,10 @@ def add_boot_options(p):
                         "delay of testbed/xen/, in microseconds); repeatable")
     g.add_argument("--xen-series", metavar="DIR",
                    help="build Xen with the patches in DIR instead of patches/xen (e.g. "
-                        "tests/fixtures/xen-old-design, the design before issue 8)")
+                        "tests/fixtures/xen-old-design: the first design, which marked pages semi-writable)")
     g.add_argument("--design", choices=tuple(designs.DESIGNS),
                    help="boot a design with the Xen, kernel and cache setting it needs: %s"
                         % "; ".join("%s: %s" % (d.name, d.what) for d in designs.DESIGNS.values()))
-
-
-XEN_ARG = re.compile(r"[a-z0-9_-]+(=[A-Za-z0-9_.,:-]+)?$")
-
-
-def xen_options(args):
-    """(series or None, xen_args) from --design, --xen-series and --xen-arg, checked."""
-    for a in args.xen_arg:
-        if not XEN_ARG.match(a):
-            raise workloads.UsageError("--xen-arg takes NAME or NAME=VALUE (letters, digits, _.,:-), not '%s'" % a)
-    series = None
-    if args.design:
-        series = designs.get(args.design).xen_series()
-    elif args.xen_series:
-        series = sorted(glob.glob(os.path.join(os.path.abspath(args.xen_series), "*.patch")))
-        if not series:
-            raise workloads.UsageError("--xen-series %s holds no *.patch files" % args.xen_series)
-    return series, tuple(args.xen_arg)
-
-
-def apply_design(args):
-    """--design fixes the kernel, the Xen series and the cache: giving them too must agree."""
-    if not args.design:
-        return
-    d = designs.get(args.design)
-    if args.xen_series:
-        raise workloads.UsageError("--design %s brings its own Xen series; drop --xen-series" % d.name)
-    if args.kernel not in (None, d.kernel):
-        raise workloads.UsageError("--design %s boots the %s kernel, not --kernel %s" % (d.name, d.kernel, args.kernel))
-    args.kernel = d.kernel
-    if getattr(args, "cache", None) not in (None, d.cache):
-        raise workloads.UsageError("--design %s runs with the cache %s; drop --cache %s"
-                                   % (d.name, d.cache or "absent", args.cache))
-    if hasattr(args, "cache"):
-        args.cache = d.cache
-
-
-def resolve_kernel(args):
-    apply_design(args)
-    wants_cache = getattr(args, "cache", None) is not None or pool_settings(args)
-    if args.kernel is None:
-        args.kernel = "built" if wants_cache else "debian"
-    elif args.kernel != "built" and wants_cache:
-        raise workloads.UsageError("--cache and --pool-cap need --kernel built (the %s kernel has no page-table "
-                                   "pool)" % args.kernel)
-
-
-def pool_settings(args):
-    """The pool's settings asked for on the command line."""
-    if getattr(args, "pool_cap", None) is not None:
-        if getattr(args, "cache", None) == "off":
-            raise workloads.UsageError("--pool-cap sets the cap of a cache that is on: drop --cache off")
-        return {"max_pages": args.pool_cap}
-    if getattr(args, "cache", None) is not None:
-        return measure.cache_settings(args.cache == "on")
-    return {}
-
-
-def has_domu(args):
-    return getattr(args, "guest", "dom0") != "dom0"
-
-
-def boot_config(args, parts):
-    dom0_args = designs.get(args.design).dom0_args if args.design else ()
-    mode = args.mode or ("relaxed" if has_domu(args) else "strict")
-    return BootConfig(xen=parts.xen.path("xen"), kernel=parts.kernel.path("vmlinuz"),
-                      initramfs=parts.dom0_initramfs(), mode=mode,
-                      caching_mode=args.caching_mode == "on", smp=args.smp, icount=args.icount,
-                      xen_args=xen_options(args)[1], dom0_args=dom0_args)
 
 
 def make_parser():
@@ -188,7 +120,7 @@ def make_parser():
     e.add_argument("--restart", action="store_true",
                    help="start over: move the chosen stages' earlier results to RESULTS/old/TIME/ and run them "
                         "again (default: resume; stages done with the same settings and build are kept, "
-                        "RESULTS/stages.json records them; docs/reproduce.md)")
+                        "RESULTS/stages.json records them; docs/evaluation.md)")
 
     ce = sub.add_parser("census", help="count the testbed's own failures: boots, the race tests' load, PVH "
                                        "domUs under -icount, passthrough domUs; one row per trial, resumable",
@@ -220,6 +152,9 @@ def make_parser():
                                        "missing is listed, with the reason RESULTS/stages.json gives)")
     rp.add_argument("--results", default="results", metavar="DIR")
     rp.add_argument("--report", default="report", metavar="DIR")
+    rp.add_argument("--docs", action="store_true",
+                    help="also write docs/claims.md, the README's headline table and docs/img/report.png from the "
+                         "same results (a whole default run only; the screenshot needs Debian's chromium)")
 
     cp = sub.add_parser("compare", help="compare two results directories: counts and ratios must agree")
     cp.add_argument("first", metavar="RESULTS_A")
@@ -263,7 +198,7 @@ def cmd_build(args):
                 # reference (tests/test_offstock.py).
                 build.Parts(kind, linux_series=build.testbed_linux_series()).ensure()
                 build.Parts("vanilla").ensure()
-        for name, info in parts.versions().items():
+        for name, info in qemu.versions(parts).items():
             log("%s: %s" % (name, {k: v for k, v in info.items() if k not in ("key", "inputs")}))
     if args.each_patch:
         for kind, part_class in (("xen", build.Xen), ("linux", build.BuiltKernel)):
@@ -285,50 +220,43 @@ def cmd_build(args):
 
 
 def cmd_run(args, rest):
-    w = workloads.get(args.workload)
-    wargs = w.check_args(rest)
-    if has_domu(args) and args.kernel is None:
-        args.kernel = "built"
-    resolve_kernel(args)
-    if has_domu(args) and args.kernel == "debian":
-        raise workloads.UsageError("--guest %s needs --kernel built or vanilla (dom0's toolstack needs Xen "
-                                   "drivers that Debian's kernel has as modules)" % args.guest)
-    settings = pool_settings(args)
-    parts = build.Parts(args.kernel, xen_series=xen_options(args)[0], guest=has_domu(args)).ensure()
-    cfg = boot_config(args, parts)
+    p = plan.resolve(args, rest)
+    parts = build.Parts(p.kernel, xen_series=p.xen_series, guest=p.has_domu).ensure()
+    cfg = p.boot_config(parts, args)
     console_log = args.console_log or tempfile.mkstemp(prefix="flushless-console-", suffix=".log")[1]
     with contextlib.ExitStack() as scratch:
-        if args.guest == "pv-disk":
+        if p.guest == "pv-disk":
             # The domU's disk: dom0's NVMe, a sparse image that lives as long as the boot.
             d = scratch.enter_context(tempfile.TemporaryDirectory(prefix="flushless-disk-"))
             cfg = dataclasses.replace(cfg, nvme_image=device_io.sparse_image(d))
-        return run_booted(args, w, wargs, parts, cfg, settings, console_log)
+        return run_booted(args, p, parts, cfg, console_log)
 
 
-def run_booted(args, w, wargs, parts, cfg, settings, console_log):
+def run_booted(args, p, parts, cfg, console_log):
+    w = p.workload
     with Testbed(cfg, console_log) as tb, contextlib.ExitStack() as stack:
-        if has_domu(args):
-            guest = stack.enter_context(guests.Guest(tb, args.guest, vcpus=cfg.smp, kernel_args=cfg.dom0_args))
+        if p.has_domu:
+            guest = stack.enter_context(guests.Guest(tb, p.guest, vcpus=cfg.smp, kernel_args=cfg.dom0_args))
             session = guests.GuestSession(tb, guest)
         else:
             guest, session = None, measure.Session(tb)
-        session.configure_pool(settings)
+        session.configure_pool(p.pool_settings)
         session.set_aslr(args.aslr == "on")
         try:
-            rec, failures = session.run(w.name, wargs), []
+            rec, failures = session.run(w.name, list(p.workload_args)), []
         except measure.VerdictError as e:
             rec, failures = e.rec, [str(e)]
-        rec.update({"aslr": args.aslr, "cache": args.cache, "pool_settings": settings, "design": args.design,
-                    "guest": args.guest})
+        rec.update({"aslr": args.aslr, "cache": p.cache, "pool_settings": p.pool_settings,
+                    "design": p.design.name if p.design else None, "guest": p.guest})
         if guest:
             rec.update({"domid": guest.domid, "guest_vcpus": guest.vcpus, "guest_mem_mb": guest.mem_mb,
                         "guest_boot_seconds": round(guest.boot_seconds, 1)})
-        rec.update({"mode": cfg.mode, "caching_mode": args.caching_mode, "kernel": args.kernel,
+        rec.update({"mode": cfg.mode, "caching_mode": args.caching_mode, "kernel": p.kernel,
                     "kernel_release": tb.release, "smp": cfg.smp, "icount": cfg.icount,
                     "boot_seconds": round(tb.boot_seconds, 1), "boot_attempts": tb.boot_attempts, "console_log": console_log,
                     "xen_version": tb.xen_version, "xen_cmdline": cfg.xen_cmdline(),
                     "dom0_cmdline": cfg.dom0_cmdline(),
-                    "versions": parts.versions(),
+                    "versions": qemu.versions(parts),
                     "timing": "guest wall clock under TCG%s" % (" -icount (1 ns per instruction)" if cfg.icount else
                                                                   " (emulation time: compare within one boot)")})
         if guest:
@@ -366,9 +294,9 @@ def print_table(rec):
 
 
 def cmd_shell(args):
-    resolve_kernel(args)
-    parts = build.Parts(args.kernel, xen_series=xen_options(args)[0]).ensure()
-    argv = boot_config(args, parts).qemu_argv()
+    p = plan.resolve(args)
+    parts = build.Parts(p.kernel, xen_series=p.xen_series).ensure()
+    argv = p.boot_config(parts, args).qemu_argv()
     argv[argv.index("-serial") + 1] = "mon:stdio"
     argv.remove("-monitor")
     argv.remove("none")
@@ -421,12 +349,12 @@ def cmd_reproduce(args):
     if bad or not stages:
         raise workloads.UsageError("--stages takes a comma-separated subset of %s, not '%s'"
                                    % (",".join(study.STAGES), args.stages))
-    report.check_tools()
+    document.check_tools()
     log("reproduce (%s): one scaled minute = %g s of testbed time, busy state at %d creations/min; "
         "results in %s, report in %s" % (prof.name, prof.minute_s, prof.churn_rate, args.results, args.report))
     failure = study.Study(prof, args.results, stages, restart=args.restart).run()
     try:
-        log("report: %s" % report.write(args.results, args.report))
+        log("report: %s" % document.write(args.results, args.report))
     except Exception as e:
         if not failure:
             raise
@@ -441,16 +369,20 @@ def cmd_reproduce(args):
 
 
 def cmd_report(args):
-    report.check_tools()
-    log("report: %s" % report.write(args.results, args.report))
+    document.check_tools()
+    index = document.write(args.results, args.report)
+    log("report: %s" % index)
+    if args.docs:
+        for path in document.write_docs(args.results, build.REPO) + [document.screenshot(index, build.REPO)]:
+            log("wrote %s" % os.path.relpath(path, build.REPO))
     return 0
 
 
 def cmd_compare(args):
     if not 0 <= args.tolerance < 1:
         raise workloads.UsageError("--tolerance takes 0 to 1, not %g" % args.tolerance)
-    rows = report.compare(args.first, args.second, args.tolerance)
-    profiles = report.profile_of(args.first), report.profile_of(args.second)
+    rows = compare.compare(args.first, args.second, args.tolerance)
+    profiles = compare.profile_of(args.first), compare.profile_of(args.second)
     if profiles[0] != profiles[1]:
         log("the two runs used different profiles (%s, %s): counts will differ" % profiles)
     if not rows:

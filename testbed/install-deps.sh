@@ -2,7 +2,7 @@
 # Install what the flushless testbed needs on a Debian bookworm machine (run as root).
 # Idempotent: a second run only checks. Used by .ci/run and 'make deps'.
 # Debian 13's Xen and Linux are not installed: the build downloads them from the archive
-# (flushless/build.py). The one apt source added is Debian 12's own bookworm-backports, for
+# (flushless/testbed/build.py). The one apt source added is Debian 12's own bookworm-backports, for
 # QEMU 10: Debian 12's QEMU 7.2 runs stale translations of changed code under multi-threaded
 # TCG (fixed in QEMU 8.1, deba78709ae8).
 set -euo pipefail
@@ -62,13 +62,17 @@ if ! printf '%s\n%s\n' "$QEMU_MIN" "$(qemu_version)" | sort -V -C; then
 	fi
 fi
 
-if ! python3 -c 'import pytest' 2>/dev/null; then
-	echo "install-deps: installing pytest"
-	python3 -m pip install -q pytest || DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-pytest >/dev/null
-fi
-# The report's figures (flushless/report.py).
-if ! python3 -c 'import matplotlib' 2>/dev/null; then
-	echo "install-deps: installing matplotlib"
-	python3 -m pip install -q 'matplotlib>=3.6' || DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-matplotlib >/dev/null
-fi
+# The Python packages pyproject.toml declares, its test extra too: pip's, or Debian's python3-NAME.
+missing=$(python3 - "$(dirname "$0")/../pyproject.toml" <<'EOF'
+import importlib.util, re, sys, tomllib
+project = tomllib.load(open(sys.argv[1], "rb"))["project"]
+for req in project["dependencies"] + project["optional-dependencies"]["test"]:
+    if importlib.util.find_spec(re.split(r"[<>=!~ \[;]", req)[0]) is None:
+        print(req)
+EOF
+)
+for req in $missing; do
+	echo "install-deps: installing $req"
+	python3 -m pip install -q "$req" || DEBIAN_FRONTEND=noninteractive apt-get install -y -q "python3-${req%%[<>=!~]*}" >/dev/null
+done
 echo "install-deps: ok"

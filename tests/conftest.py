@@ -5,9 +5,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _boots():
-    from flushless import testbed
-    boots, retried = testbed.BOOTS["boots"], testbed.BOOTS["retried"]
-    return boots, retried, testbed.retries_explained(boots) if boots else 0
+    from flushless.testbed import boot
+    boots, retried = boot.BOOTS["boots"], boot.BOOTS["retried"]
+    return boots, retried, boot.retries_explained(boots) if boots else 0
 
 
 def pytest_sessionfinish(session, exitstatus):

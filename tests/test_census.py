@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from flushless import census, qemu, testbed
+from flushless.experiments import census
+from flushless.testbed import qemu
 from flushless.progress import ToolError
 
 
@@ -67,7 +68,7 @@ def test_repeated_failures_stop_the_census(tmp_path, fake_qemu):
 
 
 def test_table_puts_both_qemus_side_by_side():
-    from flushless.testbed import CPU
+    from flushless.testbed.qemu import CPU
     rows = [
         {"qemu_version": "7.2.22", "cpu": CPU, "config": "boot built 4 vCPUs", "outcome": "ok"},
         {"qemu_version": "7.2.22", "cpu": CPU, "config": "boot built 4 vCPUs", "outcome": "crash",
@@ -175,7 +176,8 @@ def test_a_trial_that_raises_is_recorded_and_qemu_stopped(tmp_path, fake_testbed
 
 
 def test_a_race_trial_that_reads_no_rounds_is_an_error_and_ends_the_census(tmp_path, fake_testbed, monkeypatch):
-    from flushless import build, raceload
+    from flushless.testbed import build
+    from flushless.experiments import raceload
     monkeypatch.setattr(build, "Parts", lambda *a, **k: type("P", (), {"ensure": lambda self: None})())
     monkeypatch.setattr(census, "_cfg", lambda parts, **kw: FakeCfg())
     monkeypatch.setattr(raceload, "run", lambda tb, smp, rounds, switch: {
@@ -217,7 +219,7 @@ def test_lazy_fpu_rows_are_named_so_and_old_rows_were_lazy(tmp_path, fake_testbe
     d = tmp_path / "census"
     d.mkdir()
     (d / "census.jsonl").write_text(json.dumps({"config": "boot built 2 vCPUs", "outcome": "ok",
-                                                "qemu_version": "10.0.2", "cpu": testbed.CPU}) + "\n" +
+                                                "qemu_version": "10.0.2", "cpu": qemu.CPU}) + "\n" +
                                     json.dumps({"config": "exec storm Debian kernel, no Xen, TCG single",
                                                 "outcome": "ok", "qemu_version": "10.0.2"}) + "\n")
     rows = census.load(str(d / "census.jsonl"))
@@ -234,7 +236,8 @@ def test_lazy_fpu_rows_are_named_so_and_old_rows_were_lazy(tmp_path, fake_testbe
 
 
 def test_a_broken_shape_is_caught_by_left_pages_or_a_finding_and_counted(tmp_path, fake_testbed, monkeypatch):
-    from flushless import build, raceload
+    from flushless.testbed import build
+    from flushless.experiments import raceload
     monkeypatch.setattr(build, "Parts", lambda *a, **k: type("P", (), {"ensure": lambda self: self})())
     monkeypatch.setattr(census, "_cfg", lambda parts, **kw: FakeCfg())
     # Per boot: rounds that left pages, findings. The control catches nothing.

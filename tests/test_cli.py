@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from flushless.build import REPO
+from flushless.testbed.build import REPO
 
 
 def flushless(*args):
@@ -60,7 +60,7 @@ def test_bench_native_one_workload():
 
 
 def test_native_boot_has_no_xen_and_no_iommu(tmp_path):
-    from flushless.testbed import BootConfig
+    from flushless.testbed.boot import BootConfig
     for name in ("vmlinuz", "initrd"):
         (tmp_path / name).write_text("")
     cfg = BootConfig(xen=None, kernel=str(tmp_path / "vmlinuz"), initramfs=str(tmp_path / "initrd"),

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from flushless import console
-from flushless.console import Console, ConsoleClosed, ConsoleCrash, ConsoleTimeout, XenRouter
+from flushless.testbed import console
+from flushless.testbed.console import Console, ConsoleClosed, ConsoleCrash, ConsoleTimeout, XenRouter
 
 
 @contextlib.contextmanager
@@ -152,8 +152,8 @@ LONG = "x='%s'; y=\"it's\"; echo \"$x$y\" | wc -c" % ("x" * 700)
 
 
 def test_long_command_survives_a_slow_receiver(slow_shell):
-    # 900 bytes at once overflow Xen's 128-byte ring while dom0 reads slowly (issue 9's
-    # note: the race test's script reached dom0 cut, and the shell waited for the rest).
+    # 900 bytes at once overflow Xen's 128-byte ring while dom0 reads slowly (seen: the race
+    # test's script reached dom0 cut, and the shell waited for the rest).
     con, ring = slow_shell
     assert con.run(LONG + "; (exit 3)", 60) == (3, ["705"])
     assert con.run(LONG, 60) == (0, ["705"])

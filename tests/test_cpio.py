@@ -1,7 +1,7 @@
 import gzip
 import stat
 
-from flushless.cpio import CpioWriter, read_newc, write_gz
+from flushless.testbed.cpio import CpioWriter, read_newc, write_gz
 
 
 def test_roundtrip_with_parents_and_alignment(tmp_path):

@@ -1,4 +1,4 @@
-"""Resolution of Debian parts through signed indices (flushless/debian.py, docs/sources.md),
+"""Resolution of Debian parts through signed indices (flushless/testbed/debian.py, docs/sources.md),
 against a fixture mirror in tmp_path signed with a throwaway key. No network, except
 test_real_trixie_index, which skips when deb.debian.org cannot be reached."""
 
@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from flushless import build, debian
+from flushless.testbed import build, debian
 from flushless.progress import ToolError
 
 SUITES = ("trixie", "trixie-security")
@@ -130,7 +130,7 @@ def test_pinned_version_listed_is_taken_verified_by_the_index(tmp_path, mirror):
 
 
 def test_pinned_version_gone_takes_the_newest_of_the_series(tmp_path, mirror, capsys):
-    """The case of issue 21: a pinned version the mirror does not have at all."""
+    """A pinned version the mirror does not have at all."""
     mirror.source("trixie", "xen", "4.20.2-1")
     mirror.source("trixie", "xen", NEXT)
     mirror.source("trixie", "xen", "4.21.0-1")   # another series: never taken
@@ -158,7 +158,7 @@ def test_pinned_version_unlisted_but_in_the_pool_is_taken_by_recorded_sum(tmp_pa
     # A recorded sum the pool's file does not match is refused.
     mirror.pool_file(pins[0].path, b"tampered")
     shutil.rmtree(tmp_path / "downloads")
-    with pytest.raises(ToolError, match="sha256 .* recorded in flushless/build.py"):
+    with pytest.raises(ToolError, match="sha256 .* recorded in flushless/testbed/build.py"):
         resolve(tmp_path, xen(recorded=pins))
 
 

@@ -14,16 +14,17 @@ import os
 
 import pytest
 
-from flushless import build, designs, dmasweep, measure
-from flushless.build import REPO
-from flushless.testbed import BootConfig, Testbed
+from flushless.testbed import build
+from flushless.experiments import designs, dmasweep, measure
+from flushless.testbed.build import REPO
+from flushless.testbed.boot import BootConfig, Testbed
 
 pytestmark = pytest.mark.testbed
 
 DELAY = ("iommu-test-map-delay=500",)
 BROKEN = sorted(glob.glob(os.path.join(REPO, "tests", "fixtures", "xen-only-broken", "*.patch")))
 XEN_ONLY = designs.DESIGNS["xen-only"]
-# Stock strict Xen with an unchanged guest, measured (README, `flushless series flushes`):
+# Stock strict Xen with an unchanged guest, measured (docs/linux-series.md, `flushless series flushes`):
 # 9.36-10.47 invalidations per fork+exit at 1-8 vCPUs, 18.7-19.5 per fork+exec.
 STOCK_FORK_EXIT = 9.36
 

@@ -9,9 +9,10 @@ import shutil
 import pytest
 
 from evaluation import hwmodel
-from flushless import designs, report
+from flushless.experiments import designs
+from flushless.report import document
 from flushless.progress import ToolError
-from flushless.build import REPO
+from flushless.testbed.build import REPO
 
 FIXTURE = os.path.join(REPO, "tests", "fixtures", "designs-quick.json")
 
@@ -45,7 +46,7 @@ def test_report_has_the_designs_table_and_figure(tmp_path):
     results, out = tmp_path / "results", tmp_path / "report"
     results.mkdir()
     shutil.copy(FIXTURE, results / "designs.json")
-    page = open(report.write(str(results), str(out))).read()
+    page = open(document.write(str(results), str(out))).read()
     assert "Designs side by side" in page and (out / "designs.png").stat().st_size > 10000
     doc = json.load(open(FIXTURE))
     for row in doc["rows"]:

@@ -1,9 +1,11 @@
-"""The device I/O stage (flushless/device_io.py): QEMU's trace read right, and on the testbed an
+"""The device I/O stage (flushless/experiments/device_io.py): QEMU's trace read right, and on the testbed an
 NVMe disk's DMA counted beside the busy state, the cache off and on."""
 
 import pytest
 
-from flushless import build, device_io
+from flushless.testbed import build
+from flushless.experiments import device_io
+from flushless.experiments.results import write_experiment
 
 SID = device_io.NVME_SID
 # QEMU 10's log backend, with and without -msg timestamp=on. Only what falls within the disk's
@@ -91,7 +93,7 @@ def fake_row(boot, condition, cache, block, misses, inv_pages, inv_domain=0, cre
 
 
 def test_the_report_answers_from_every_boots_rows(tmp_path):
-    from flushless import report, study
+    from flushless.report import sections
     rows = []
     for b in (4, 64):
         rows += [fake_row("strict", "idle", "off", b, 20, 0), fake_row("strict", "busy", "off", b, 900, 9000, 50,
@@ -101,8 +103,8 @@ def test_the_report_answers_from_every_boots_rows(tmp_path):
                  fake_row("relaxed", "busy", "-", b, 0, 0, 0, 1000.0, 2168),
                  fake_row("grants", "grant per request", "-", b, 300000, 2 ** 30 // (b * 1024)),
                  fake_row("grants", "persistent grants", "-", b, 30, 0)]
-    study.write_experiment(str(tmp_path), "io", {"device": "a fake disk"}, rows, summary=device_io.summary(rows))
-    page = " ".join(report.io_html(str(tmp_path), str(tmp_path)).split())
+    write_experiment(str(tmp_path), "io", {"device": "a fake disk"}, rows, summary=device_io.summary(rows))
+    page = " ".join(sections.io_html(str(tmp_path), str(tmp_path)).split())
     assert (tmp_path / "io.png").stat().st_size > 10000
     assert "9.0 page-selective and 0.050 domain-wide" in page and "17.6 extra misses" in page
     assert "grant per request sent 262144 invalidations per GiB of 4 KiB reads (1.00 per read, 0 % of them" in page

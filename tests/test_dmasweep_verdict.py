@@ -2,9 +2,10 @@
 
 import pytest
 
-from flushless import cli, dmasweep
+from flushless import cli
+from flushless.experiments import dmasweep
 from flushless.progress import ToolError
-from flushless.testbed import BootConfig, Testbed
+from flushless.testbed.boot import BootConfig, Testbed
 
 
 def test_ranges():

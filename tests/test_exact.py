@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from flushless import build, testbed
+from flushless.testbed import boot, build
 from flushless.progress import ToolError
 
 ORIGINAL = ["line %d\n" % i for i in range(1, 21)]
@@ -57,17 +57,17 @@ def test_a_drifted_fixture_fails_instead_of_landing_with_fuzz(tmp_path):
 def test_retries_explained_by_the_census_rate():
     # 1 stall in 153 boots (docs/census.md): a make test's 40-odd boots may need 2 retries,
     # not 3; one boot none.
-    assert testbed.retries_explained(1) == 0
-    assert testbed.retries_explained(40) == 2
-    assert testbed.retries_explained(153) == 4
+    assert boot.retries_explained(1) == 0
+    assert boot.retries_explained(40) == 2
+    assert boot.retries_explained(153) == 4
 
 
 def test_a_stalled_boot_is_retried_once_and_counted(tmp_path, monkeypatch):
     for name in ("xen", "vmlinuz", "initramfs"):
         (tmp_path / name).write_text("")
-    cfg = testbed.BootConfig(xen=str(tmp_path / "xen"), kernel=str(tmp_path / "vmlinuz"),
+    cfg = boot.BootConfig(xen=str(tmp_path / "xen"), kernel=str(tmp_path / "vmlinuz"),
                              initramfs=str(tmp_path / "initramfs"))
-    tb = testbed.Testbed(cfg, str(tmp_path / "console.log"))
+    tb = boot.Testbed(cfg, str(tmp_path / "console.log"))
     calls = []
 
     class Timeout(Exception):
@@ -77,13 +77,13 @@ def test_a_stalled_boot_is_retried_once_and_counted(tmp_path, monkeypatch):
         calls.append(1)
         (tmp_path / "console.log").write_text("boot %d\n" % len(calls))
         if len(calls) <= stalls:
-            raise testbed._BootStalled(Timeout())
+            raise boot._BootStalled(Timeout())
         return tb
 
     monkeypatch.setattr(tb, "_start_once", start_once)
-    monkeypatch.setattr(testbed, "BOOTS", {"boots": 0, "retried": []})
+    monkeypatch.setattr(boot, "BOOTS", {"boots": 0, "retried": []})
     assert tb.start() is tb
-    assert tb.boot_attempts == 2 and testbed.BOOTS == {"boots": 2, "retried": [str(tmp_path / "console.log.stalled")]}
+    assert tb.boot_attempts == 2 and boot.BOOTS == {"boots": 2, "retried": [str(tmp_path / "console.log.stalled")]}
     assert (tmp_path / "console.log.stalled").read_text() == "boot 1\n"
     # A second stall ends the boot with an error, never a third try.
     calls.clear()
@@ -101,11 +101,11 @@ def test_more_retries_than_the_stall_rate_explains_fail_the_run(pytester):
     conftest = open(os.path.join(build.REPO, "tests", "conftest.py")).read()
     pytester.makeconftest("import sys\nsys.path.insert(0, %r)\n" % build.REPO + conftest)
     pytester.makepyfile(test_boots="""
-from flushless import testbed
+from flushless.testbed import boot
 
 def test_three_boots_two_stalled():
-    testbed.BOOTS["boots"] += 3
-    testbed.BOOTS["retried"] += ["a.log.stalled", "b.log.stalled"]
+    boot.BOOTS["boots"] += 3
+    boot.BOOTS["retried"] += ["a.log.stalled", "b.log.stalled"]
 """)
     res = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     assert res.ret == 1, res.stdout.str()

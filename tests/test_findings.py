@@ -1,10 +1,10 @@
-"""The findings read from a boot's logs when it ends (flushless/findings.py): each kind of
+"""The findings read from a boot's logs when it ends (flushless/testbed/findings.py): each kind of
 line is found, the harmless ones are not, a test's own provoked faults can be allowed."""
 
 import re
 import subprocess
 
-from flushless import findings
+from flushless.testbed import findings
 
 CONSOLE = """\
 (XEN) Xen version 4.20.3 (Debian 4.20.3+127-1) debug=n

@@ -13,8 +13,8 @@ import subprocess
 import time
 import tty
 
-from flushless import build
-from flushless.build import REPO
+from flushless.testbed import build
+from flushless.testbed.build import REPO
 
 GUESTRUN = os.path.join(REPO, "testbed", "guest", "guestrun")
 

@@ -1,6 +1,6 @@
 """Integration: a second domain (--guest). dom0 starts its toolstack and creates each kind of
 domU with xl, from our kernel and dom0's own initramfs, and drives the domU's shell over its
-PV console (flushless/guests.py).
+PV console (flushless/experiments/guests.py).
 
 pv-passthrough is the production case: a PV domU with a device (QEMU's edu) passed through,
 whose memory Xen keeps in sync with the IOMMU by default. There the series must remove the
@@ -16,9 +16,10 @@ import time
 
 import pytest
 
-from flushless import build, designs, dmasweep, guests, measure, seed, workloads
+from flushless.testbed import build
+from flushless.experiments import designs, dmasweep, guests, measure, seed, workloads
 from flushless.progress import ToolError
-from flushless.testbed import BootConfig, Testbed
+from flushless.testbed.boot import BootConfig, Testbed
 
 
 def test_guest_refuses_bad_kinds_and_kernel_arguments():
@@ -91,7 +92,7 @@ def boot(tmp_path, smp=2, **kw):
 @pytest.mark.testbed
 def test_pvh_domus_with_hap_and_with_shadow_paging(tmp_path):
     """Both PVH kinds in one boot, with the seed stage's runs (seed 002). Not under -icount as
-    in reproduce: there a PVH domU hangs now and then (README, "Seed 002 on Xen"); counts
+    in reproduce: there a PVH domU hangs now and then (docs/second-domain.md, "Seed 002 on Xen"); counts
     decide here, and they do not depend on it."""
     plan = seed.Plan(rounds=1, fork_max_kb=1024, fork_n=2, tlb_max_kb=64, tlb_accesses=1000, forks=20)
     with boot(tmp_path) as tb:

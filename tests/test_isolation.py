@@ -26,9 +26,10 @@ import os
 
 import pytest
 
-from flushless import build, dmasweep, findings, measure
-from flushless.build import REPO
-from flushless.testbed import BootConfig, Crashed, Testbed
+from flushless.testbed import build, findings
+from flushless.experiments import dmasweep, measure
+from flushless.testbed.build import REPO
+from flushless.testbed.boot import BootConfig, Crashed, Testbed
 
 pytestmark = pytest.mark.testbed
 

@@ -10,8 +10,9 @@ The timing side (-icount medians) stays in `flushless series offstock`; test_off
 
 import pytest
 
-from flushless import build, measure, series
-from flushless.testbed import BootConfig, Testbed
+from flushless.testbed import build
+from flushless.experiments import measure, series
+from flushless.testbed.boot import BootConfig, Testbed
 
 pytestmark = pytest.mark.testbed
 

@@ -2,8 +2,8 @@ import os
 
 import pytest
 
-from flushless import measure, workloads
-from flushless.build import REPO
+from flushless.experiments import measure, workloads
+from flushless.testbed.build import REPO
 
 
 def test_parse_counters_names_with_spaces():

@@ -5,8 +5,9 @@ switched at run time between runs (its cap set to 0 or back), as in the paper's 
 
 import pytest
 
-from flushless import build, measure
-from flushless.testbed import BootConfig, Testbed
+from flushless.testbed import build
+from flushless.experiments import measure
+from flushless.testbed.boot import BootConfig, Testbed
 
 pytestmark = pytest.mark.testbed
 

@@ -3,7 +3,7 @@ against a broken shape of its own (tests/fixtures/linux-broken) that the test mu
 
 1. The pool switched on and off while every vCPU allocates and frees page tables, on 4 vCPUs.
 
-What must hold (issue 24, T2, "marked-frame conservation"): no declared page reaches the page
+What must hold ("marked-frame conservation", the Linux series review's T2): no declared page reaches the page
 allocator, and none is lost. A freed table goes back to the pool or is undeclared before it is
 freed; the cap set to 0 gives every pool page back at once. So once the load has ended and
 the tables in flight have passed their grace period, every frame Xen holds marked is a page
@@ -39,9 +39,10 @@ import re
 
 import pytest
 
-from flushless import build, findings, guests, measure, raceload
-from flushless.build import REPO
-from flushless.testbed import BootConfig, Crashed, Found, Testbed
+from flushless.testbed import build, findings
+from flushless.experiments import guests, measure, raceload
+from flushless.testbed.build import REPO
+from flushless.testbed.boot import BootConfig, Crashed, Found, Testbed
 
 # Every process of the load must live. A freshly exec'd static program used to die now and then
 # in its start-up, on Debian's own kernel and Xen too: QEMU's TCG raises no #NM for XSAVE and

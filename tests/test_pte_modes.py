@@ -1,9 +1,10 @@
-"""PTE update modes on fork (flushless/ptemodes.py): the break-even arithmetic, and on the
+"""PTE update modes on fork (flushless/experiments/ptemodes.py): the break-even arithmetic, and on the
 testbed that xen_fork_pin=emulate really has the child's PTE writes trapped and emulated."""
 
 import pytest
 
-from flushless import build, measure, ptemodes, series
+from flushless.testbed import build
+from flushless.experiments import measure, ptemodes, series
 
 
 def rows(mode, points):

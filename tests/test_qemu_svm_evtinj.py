@@ -9,7 +9,7 @@ must catch.
 
 import pytest
 
-from flushless import qemu
+from flushless.testbed import qemu
 
 
 @pytest.mark.parametrize("icount", [True, False])

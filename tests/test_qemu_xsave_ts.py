@@ -8,7 +8,7 @@ workaround and the page are stale: this test then says so.
 
 import pytest
 
-from flushless import qemu
+from flushless.testbed import qemu
 
 
 @pytest.mark.parametrize("which", ["testbed", "system", "7.2"])

@@ -9,8 +9,9 @@ import tempfile
 
 import pytest
 
-from flushless import report, study
-from flushless.build import REPO
+from flushless.report import inputs
+from flushless.experiments import study
+from flushless.testbed.build import REPO
 
 # 7 minutes: beyond make test's budget. make test-all runs it; every make reproduce runs the
 # same stages and writes the same comparison.
@@ -38,7 +39,7 @@ def load(results, name):
 
 def test_every_results_file_and_the_report_are_written(run):
     results, rep, _ = run
-    for name in report.EXPERIMENTS:
+    for name in inputs.EXPERIMENTS:
         for ext in ("json", "csv"):
             path = os.path.join(results, "%s.%s" % (name, ext))
             assert os.path.getsize(path) > 0, path

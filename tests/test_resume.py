@@ -1,4 +1,4 @@
-"""A long run never loses finished work (issue 21, item 5): the ledger, the resume, --restart,
+"""A long run never loses finished work: the ledger, the resume, --restart,
 the groups' per-group results, the report of what is missing. Fake stages, no QEMU."""
 
 import dataclasses
@@ -8,9 +8,13 @@ import shutil
 
 import pytest
 
-from flushless import build, cli, ledger, report, series, study
-from flushless.build import REPO
+from flushless.testbed import build
+from flushless import cli
+from flushless.experiments import busy, ledger, series, study
+from flushless.report import document, inputs
+from flushless.testbed.build import REPO
 from flushless.progress import ToolError
+from flushless.experiments.results import write_experiment, write_json
 
 QUICK = study.PROFILES["quick"]
 METHODS = {"groups": "run_groups", "timing": "run_timing_boot", "network": "run_network_boot", "io": "run_io_stage",
@@ -51,7 +55,7 @@ def fake(monkeypatch, tmp_path):
             if stage in fail:
                 raise fail.pop(stage)
             for name in study.STAGE_OUTPUTS[stage]:
-                study.write_experiment(self.results, name, {"profile": self.profile.name}, [{"stage": stage}])
+                write_experiment(self.results, name, {"profile": self.profile.name}, [{"stage": stage}])
         return fn
 
     for stage, method in METHODS.items():
@@ -65,7 +69,7 @@ def entries(results):
 
 def test_every_report_file_belongs_to_a_stage():
     written = {n for names in study.STAGE_OUTPUTS.values() for n in names}
-    assert set(report.EXPERIMENTS + report.EXTRA_EXPERIMENTS) | {"native_kernel"} == written
+    assert set(inputs.EXPERIMENTS + inputs.EXTRA_EXPERIMENTS) | {"native_kernel"} == written
     assert set(study.STAGE_OUTPUTS) == set(study.STAGES) == set(study.STAGE_INTRO)
 
 
@@ -168,11 +172,11 @@ def test_the_report_of_a_run_that_wrote_nothing_names_the_failure(fake, capfd):
     failure = study.Study(QUICK, results).run()
     assert failure["stage"] == "groups" and calls == ["groups"]
     rep = os.path.join(os.path.dirname(results), "report")
-    page = open(report.write(results, rep)).read()
+    page = open(document.write(results, rep)).read()
     assert "not measured in this run: groups (failed at" in page and "testbed boot failed: stalled" in page
     assert "not measured in this run: timing (not run)" in page
     with pytest.raises(ToolError, match="no results in"):
-        report.write(os.path.join(results, "nothing-here"), rep)
+        document.write(os.path.join(results, "nothing-here"), rep)
 
 
 def test_restart_runs_everything_again_and_keeps_the_old_results(fake, capfd):
@@ -216,7 +220,7 @@ def test_a_changed_fingerprint_runs_the_stage_again(fake, capfd):
 
 
 def fake_rec(group):
-    pools = [{"group": group, "minute": 0, "level": study.POOL_LEVEL, "hits": 9, "misses": 1, "pool": 2,
+    pools = [{"group": group, "minute": 0, "level": busy.POOL_LEVEL, "hits": 9, "misses": 1, "pool": 2,
               "in_use": 3}]
     return {"group": group, "flush_rows": [{"group": group, "minute": 0, "qi_iotlb_inv": 7}], "pool_rows": pools,
             "timing_rows": [], "pool_end": {"pages": 2, "in_use": 3},
@@ -242,7 +246,7 @@ def test_groups_keep_each_finished_group(monkeypatch, tmp_path, capfd):
     assert sorted(os.listdir(os.path.join(results, "partial"))) == [
         "groups-adaptive.json", "groups-baseline.json", "groups-pre.json"]
     assert entries(results)["groups"]["kept"] == ["baseline", "pre", "adaptive"]
-    assert "3 of 5 parts finished and kept for the resume" in report.missing_stages(results, {})["groups"]
+    assert "3 of 5 parts finished and kept for the resume" in inputs.missing_stages(results, {})["groups"]
 
     del measured[:]
     st = study.Study(QUICK, results, stages=("groups",))
@@ -256,7 +260,7 @@ def test_groups_keep_each_finished_group(monkeypatch, tmp_path, capfd):
 
     # Other settings: the finished groups of an earlier run are not taken.
     os.makedirs(os.path.join(results, "partial"), exist_ok=True)
-    study.write_json(os.path.join(results, "partial", "groups-pre.json"), {"fingerprint": "other", "rec": {}})
+    write_json(os.path.join(results, "partial", "groups-pre.json"), {"fingerprint": "other", "rec": {}})
     del measured[:]
     study.Study(dataclasses.replace(QUICK, minute_s=20), results, stages=("groups",)).run()
     assert measured == ["baseline", "pre", "adaptive", "dyn", "relaxed"]
@@ -268,7 +272,7 @@ def test_the_native_stage_takes_the_timing_rows_of_an_earlier_run(monkeypatch, t
     st = study.Study(QUICK, results)
     st.parts = FakeParts()
     rows = {"seed_fork_vs_memory": [{"where": "testbed"}], "seed_access_latency": []}
-    study.write_json(os.path.join(results, "partial", "handoff-timing.json"),
+    write_json(os.path.join(results, "partial", "handoff-timing.json"),
                      {"fingerprint": st.fingerprint("timing"), "rows": rows, "meta": {"timing": "icount"}})
     later = study.Study(QUICK, results)
     later.parts = FakeParts()

@@ -1,11 +1,12 @@
-"""reproduce's seed stage (flushless/seed.py) without a testbed: its summary, Xen's dump
+"""reproduce's seed stage (flushless/experiments/seed.py) without a testbed: its summary, Xen's dump
 parsed, and the report's seed figure from the records it writes."""
 
 import json
 import os
 
 from evaluation import pagewalk as pw
-from flushless import report, seed
+from flushless.report import figures, inputs
+from flushless.experiments import seed
 
 
 def _runs():
@@ -45,11 +46,11 @@ def test_seed_figure_and_caption(tmp_path):
     native = [{"size_kb": 4 << i, "ns_per_access": 1.2 + (30 if i > 11 else 0)} for i in range(14)]
     params, fit, mrows = seed.model_rows(native)
     model_doc = {"rows": mrows, "params": params, "fit": fit}
-    with open(report.PUBLISHED) as f:
+    with open(inputs.PUBLISHED) as f:
         lab = json.load(f)["seed_002"]
     path = str(tmp_path / "seed.png")
-    report.fig_seed_xen(xen_doc, model_doc, lab, path)
+    figures.fig_seed_xen(xen_doc, model_doc, lab, path)
     assert os.path.getsize(path) > 10000
-    caption = report.seed_caption(xen_doc, model_doc, lab)
+    caption = figures.seed_caption(xen_doc, model_doc, lab)
     assert "5.00-5.00" in caption and "shadowed 4-on-4" in caption and "about 5.5" in caption, caption
     assert {r["mode"] for r in mrows} == set(pw.MODES) | {"nested_2m"}

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from flushless import build, staging
-from flushless.build import REPO
+from flushless.testbed import build, staging
+from flushless.testbed.build import REPO
 from flushless.progress import ToolError
 
 STAGING_SHA = "c447b7308b1330ec6dcfef37220736c28f41daa0"

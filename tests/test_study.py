@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from flushless import study
+from flushless.experiments import busy, study
 from flushless.progress import ToolError
 
 
@@ -39,15 +39,15 @@ def output(switch=True):
 
 
 def test_parse_study_and_minute_rows():
-    samples, switched, out, audit, status = study.parse_study(output())
+    samples, switched, out, audit, status = busy.parse_study(output())
     assert [s["index"] for s in samples] == ["0", "1", "2", "end"]
     assert switched == 115.2 and status == 0 and audit["violations"] == 0
     assert samples[1]["meminfo"]["MemAvailable"] == 600
     # Declared in use: marked, less unmarked, leaked and what the pool holds.
     assert samples[1]["pool"]["in_use"] == 8
-    from flushless import workloads
+    from flushless.experiments import workloads
     result, rows = workloads.parse_output(out)
-    flush, pools, timing = study.minute_rows("dyn", samples, rows)
+    flush, pools, timing = busy.minute_rows("dyn", samples, rows)
     assert [r["qi_iotlb_inv"] for r in flush] == [100, (4294967295 - 110) % 2 ** 32]
     assert [r["created"] for r in flush] == [500, 500]
     assert [(r["level"], r["hits"], r["pool"], r["in_use"]) for r in pools] == [("all", 3, 2, 8), ("all", 6, 4, 6)]
@@ -61,29 +61,29 @@ def test_relaxed_mode_has_no_pool_rows():
     # In relaxed mode Xen offers no declarations: the kernel has no pool, its section is empty.
     no_pool = [x for x in output() if not re.match(r"^(hits|leaked|mark_failed|marked|max_pages|misses|pages|"
                                                  r"paper_ratio|shrunk|unmark_retried|unmarked) ", x)]
-    samples, _, out, _, _ = study.parse_study(no_pool)
+    samples, _, out, _, _ = busy.parse_study(no_pool)
     assert all(s["pool"] == {} for s in samples)
-    from flushless import workloads
-    flush, pools, _ = study.minute_rows("relaxed", samples, workloads.parse_output(out)[1])
+    from flushless.experiments import workloads
+    flush, pools, _ = busy.minute_rows("relaxed", samples, workloads.parse_output(out)[1])
     assert len(flush) == 2 and pools == []
 
 
 def test_parse_study_rejects_truncated_output():
     with pytest.raises(ValueError):
-        study.parse_study(output()[:-1])
+        busy.parse_study(output()[:-1])
     with pytest.raises(ToolError):
-        study.parse_study(sample(0, "1", 0) + ["@@switch-failed"])
+        busy.parse_study(sample(0, "1", 0) + ["@@switch-failed"])
 
 
 def test_paired_summary_and_cache_miss():
     rows = [{"group": g, "what": "fork", "us": v} for g, v in
             (("baseline", 100), ("baseline", 110), ("dyn", 90), ("dyn", 80))]
-    s = study.paired_summary(rows, "what", "us")["fork"]
+    s = busy.paired_summary(rows, "what", "us")["fork"]
     assert s["baseline"]["mean"] == 105 and s["dyn"]["mean"] == 85
     assert s["dyn_vs_baseline"] == pytest.approx(85 / 105 - 1, abs=1e-5)
     assert s["se_rel"] > 0
-    pools = [{"group": "pre", "level": study.POOL_LEVEL, "hits": 9, "misses": 1}]
-    miss = study.cache_miss_rows(pools)
+    pools = [{"group": "pre", "level": busy.POOL_LEVEL, "hits": 9, "misses": 1}]
+    miss = busy.cache_miss_rows(pools)
     assert len(miss) == 1 and miss[0]["miss_probability"] == 0.1
 
 
@@ -107,18 +107,18 @@ def flush_doc(pre_late):
 
 
 def test_flush_verdicts_follow_their_rules():
-    from flushless import report
-    ok = {item: good for item, _, _, good, _ in report.flush_claims(flush_doc(pre_late=10))}
+    from flushless.report import claims
+    ok = {item: good for item, _, _, good, _ in claims.flush_claims(flush_doc(pre_late=10))}
     assert ok == {"IOTLB flushes/min, baseline": True, "IOTLB flushes/min, pre": True,
                   "IOTLB flushes/min, dyn": True, "IOTLB flushes/min, relaxed (reference)": True}
     # One minute of pre above 1 % of baseline's steady rate: not reproduced.
-    bad = {item: good for item, _, _, good, _ in report.flush_claims(flush_doc(pre_late=60))}
+    bad = {item: good for item, _, _, good, _ in claims.flush_claims(flush_doc(pre_late=60))}
     assert bad["IOTLB flushes/min, pre"] is False and bad["IOTLB flushes/min, dyn"] is True
 
 
 def test_compare_judges_counts_and_ratios_not_noisy_times(tmp_path):
     import json
-    from flushless import report
+    from flushless.report import compare
 
     def write(d, base):
         doc = flush_doc(pre_late=10)
@@ -132,8 +132,8 @@ def test_compare_judges_counts_and_ratios_not_noisy_times(tmp_path):
         return str(d)
 
     a, b, c = write(tmp_path / "a", 1.0), write(tmp_path / "b", 1.03), write(tmp_path / "c", 1.10)
-    assert all(ok for *_, ok in report.compare(a, b))
-    bad = [name for name, _, _, _, _, ok in report.compare(a, c) if not ok]
+    assert all(ok for *_, ok in compare.compare(a, b))
+    bad = [name for name, _, _, _, _, ok in compare.compare(a, c) if not ok]
     assert bad == ["baseline IOTLB flushes/min", "dyn IOTLB flushes/min before the switch"]
 
 
@@ -141,13 +141,13 @@ def test_alloc_free_time_off_against_on_in_one_boot():
     # Minutes before the switch are off, from switch + 2 on; the two in between are skipped.
     levels = [{"group": "dyn", "minute": m, "level": lv, "alloc_count": 10, "free_count": 10,
                "alloc_ns": 10 * (2000 if m < 2 else 9999 if m < 4 else 1000), "free_ns": 10 * 500}
-              for m in range(6) for lv in study.TIMING_LEVELS]
-    s = study.alloc_free_summary(levels, 2)
+              for m in range(6) for lv in busy.TIMING_LEVELS]
+    s = busy.alloc_free_summary(levels, 2)
     assert set(s) == {"off", "on"}
     assert s["off"]["all"]["avg_alloc_ns"] == 2000 and s["on"]["all"]["avg_alloc_ns"] == 1000
     assert s["on"]["pte"]["alloc_count"] == 20
-    from flushless import report
-    ok = {item: good for item, _, _, good, _ in report.alloc_free_claims({"summary": s})}
+    from flushless.report import claims
+    ok = {item: good for item, _, _, good, _ in claims.alloc_free_claims({"summary": s})}
     assert ok == {"page-table alloc time, Xen PV hooks": True, "page-table free time, Xen PV hooks": False}
 
 
@@ -155,9 +155,9 @@ def test_pt_cycle_cost_is_the_difference_off_against_on():
     # ptcycle's runs, pool off (baseline) and on (dyn): the claim compares the PTE page's cost.
     rows = [{"round": r, "group": g, "pte_alloc_ns": a, "pte_free_ns": f}
             for r in range(3) for g, a, f in (("baseline", 6000, 4000), ("dyn", 3000, 3800))]
-    s = {k: study.paired_summary(rows, None, k)["all"] for k in ("pte_alloc_ns", "pte_free_ns")}
-    from flushless import report
-    claims = {item: (ours, good) for item, _, ours, good, _ in report.pt_cycle_claims({"summary": s})}
+    s = {k: busy.paired_summary(rows, None, k)["all"] for k in ("pte_alloc_ns", "pte_free_ns")}
+    from flushless.report import claims
+    claims = {item: (ours, good) for item, _, ours, good, _ in claims.pt_cycle_claims({"summary": s})}
     assert claims["page-table alloc time, whole (ptcycle)"][1] is True
     assert "-50.0 %" in claims["page-table alloc time, whole (ptcycle)"][0]
     assert claims["page-table free time, whole (ptcycle)"][1] is False
@@ -166,23 +166,23 @@ def test_pt_cycle_cost_is_the_difference_off_against_on():
 def test_pt_cycle_hardware_model_adds_the_flush_waits_back():
     # 2,000 instructions a µs: off 20,000 instructions + 1 invalidation at t_inv 2 µs = 12 µs,
     # on 18,000 instructions and none = 9 µs: 25 % less; the free side has no map with the cache.
-    from flushless import report
+    from flushless.report import claims
     s = {"pte_alloc_ns": {"baseline": {"mean": 20000.0}, "dyn": {"mean": 18000.0}},
          "pte_free_ns": {"baseline": {"mean": 10000.0}, "dyn": {"mean": 10000.0}}}
     runs = [{"group": g, "per_op": {"qi_iotlb_inv": inv, "iommu_map_type": maps}}
             for g, inv, maps in (("baseline", 1.0, 1.0), ("dyn", 0.0, 0.0))]
     calibration = {"fork": {"instructions": 200000, "host_us": 100.0}}
-    claims = {c[0]: c[2] for c in report.pt_cycle_hardware_claims({"summary": s, "runs": runs}, calibration)}
+    claims = {c[0]: c[2] for c in claims.pt_cycle_hardware_claims({"summary": s, "runs": runs}, calibration)}
     assert "-25.0 %" in claims["page-table alloc time, whole, hardware-time model"]
     assert "0.02 µs: -0.4 %" in claims["page-table free time, whole, hardware-time model"]
 
 
 def test_published_tcp_table_is_the_papers_way_round():
     # PiBooster's netperf table: "Disabled" 87.880-87.950, mean 87.913, σ 0.021; "Dynamic-enabled"
-    # 87.880-88.010, mean 87.926, σ 0.028 (issue 10).
+    # 87.880-88.010, mean 87.926, σ 0.028 (the published run).
     import json
-    from flushless import report
-    with open(report.PUBLISHED) as f:
+    from flushless.report import inputs
+    with open(inputs.PUBLISHED) as f:
         pub = json.load(f)
     tcp = pub["tcp_stream"]
     assert (tcp["baseline"]["mean_mbps"], tcp["baseline"]["stdev"], tcp["baseline"]["max_mbps"]) == (87.913, 0.021, 87.95)
@@ -191,13 +191,13 @@ def test_published_tcp_table_is_the_papers_way_round():
 
 
 def test_log_axes_are_labelled_with_plain_numbers():
-    from flushless import report
-    plt = report._plt()
+    from flushless.report import figures
+    plt = figures.pyplot()
     fig, ax = plt.subplots()
     ax.plot([4, 16, 64], [300, 450, 800])
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    report._plain_log_axes(ax)
+    figures.plain_log_axes(ax)
     fig.canvas.draw()
     labels = [t.get_text() for t in ax.get_xticklabels() + ax.get_yticklabels(minor=True) if t.get_text()]
     plt.close(fig)

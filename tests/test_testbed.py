@@ -16,10 +16,11 @@ import time
 
 import pytest
 
-from flushless import build, measure
-from flushless.build import REPO
+from flushless.testbed import build
+from flushless.experiments import measure
+from flushless.testbed.build import REPO
 from flushless.progress import ToolError
-from flushless.testbed import BootConfig, Testbed
+from flushless.testbed.boot import BootConfig, Testbed
 
 pytestmark = pytest.mark.testbed
 
@@ -141,7 +142,7 @@ def test_panicking_boot_fails_with_console_tail(debian_parts, tmp_path):
 def test_ctrl_c_ends_qemu(debian_parts, tmp_path):
     # As a terminal's foreground job gets it: a shell without job control starts background
     # commands with SIGINT ignored, and Python then installs no KeyboardInterrupt (that made
-    # this test fail in CI runs started with '&', issue 9's note).
+    # this test fail in CI runs started with '&').
     proc = subprocess.Popen([sys.executable, "-m", "flushless", "run", "forkbench", "--n", "1000000",
                              "--console-log", str(tmp_path / "console.log")], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

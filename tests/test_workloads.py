@@ -8,8 +8,8 @@ import tempfile
 
 import pytest
 
-from flushless import workloads
-from flushless.build import REPO
+from flushless.experiments import workloads
+from flushless.testbed.build import REPO
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@
  * unless something flushes them.
  *
  * On the testbed the device is QEMU's NVMe behind the emulated VT-d
- * (flushless/io.py), whose trace counts each translation, hit and miss.
+ * (flushless/experiments/device_io.py), whose trace counts each translation, hit and miss.
  */
 #define _GNU_SOURCE
 #include "common.h"

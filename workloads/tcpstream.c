@@ -4,7 +4,7 @@
  * closed. Throughput counts only delivered data: the clock stops at the
  * receiver's close, not at the last write.
  *
- * On the testbed the receiver runs on the host (flushless/study.py) and
+ * On the testbed the receiver runs on the host (flushless/experiments/study.py) and
  * dom0 reaches it through QEMU's e1000e, whose DMA goes through the
  * emulated VT-d IOMMU, and user-mode networking (10.0.2.2 is the host).
  */

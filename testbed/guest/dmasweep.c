@@ -28,7 +28,7 @@
  * frames in all (0, the default: every frame of the domain's RAM, which takes
  * about 4 ms of host time per frame under -icount).  Which reads faulted is in
  * QEMU's trace, which only the host reads: the host fails the run on a page
- * table read or a writable frame refused (flushless/measure.py), not this
+ * table read or a writable frame refused (flushless/experiments/measure.py), not this
  * program.
  */
 #include "edu.h"

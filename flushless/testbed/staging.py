@@ -18,8 +18,9 @@ import shutil
 import subprocess
 import time
 
-from . import build, tools
-from .progress import ToolError, log, nproc, run_logged
+from .. import tools
+from ..progress import ToolError, log, nproc, run_logged
+from . import build
 
 DEFAULT_OUT = os.path.join(build.REPO, "results", "staging", "staging-check.json")
 CONFIGS = {"pv": build.XEN_CONFIG, "no-pv": build.XEN_CONFIG + build.XEN_CONFIG_NO_PV}

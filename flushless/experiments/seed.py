@@ -1,4 +1,4 @@
-"""Seed 002 on real Xen (issue 11): the lab's fork and access-latency benchmarks in two PVH
+"""Seed 002 on real Xen: the lab's fork and access-latency benchmarks in two PVH
 domUs of one -icount boot, one with nested paging (hap=1), one with shadow paging (hap=0).
 
 Both domUs live through the whole boot and take turns, the order swapped every round, so
@@ -13,8 +13,9 @@ and .csv; `reproduce` stage 'seed'.
 import dataclasses
 import re
 
-from . import build, guests, workloads
-from .testbed import BootConfig
+from ..testbed import build
+from ..testbed.boot import BootConfig
+from . import guests, workloads
 
 # (label, guest kind): the lab's EPT=1 and EPT=0 (QEMU TCG offers AMD's nested paging).
 GUESTS = (("hap1", "pvh-hap"), ("hap0", "pvh-shadow"))
@@ -91,7 +92,7 @@ def run_plan(tb, plan, progress):
                                 "rec": rec})
 
         # The forks first, tlb_bench's large maps after them, and a last forkbench to see
-        # whether those maps left shadow paging slower (README, "Seed 002 on Xen").
+        # whether those maps left shadow paging slower (docs/second-domain.md, "Seed 002 on Xen").
         for r in range(plan.rounds):
             run(r, "fork", fork)
         for r in range(plan.rounds):
@@ -195,7 +196,7 @@ def model_rows(native_rows):
 
 def run_stage(st, plan_name):
     """`reproduce` stage 'seed'. ST is the Study (boots, progress, results)."""
-    from .study import write_experiment
+    from .results import write_experiment
     plan = PLANS[plan_name]
     parts = build.Parts("built", guest=True).ensure()
     # Relaxed: dom0's own page-table work then costs no IOMMU work while it serves the domUs.

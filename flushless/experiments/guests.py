@@ -12,8 +12,9 @@ import re
 import shlex
 import time
 
-from . import findings, measure
-from .progress import ToolError, log
+from ..progress import ToolError, log
+from ..testbed import findings
+from . import measure
 
 KINDS = ("dom0", "pv-passthrough", "pv-disk", "pvh-hap", "pvh-shadow")
 NAME = "flushless-domu"

@@ -16,7 +16,8 @@ trap-and-emulate on 2005 hardware and put the break-even at about 4 PTEs per pag
 
 import dataclasses
 
-from . import build, measure
+from ..testbed import build
+from . import measure
 
 DESCRIPTION = ("How a fork's page-table writes reach Xen, chosen by the testbed kernel's xen_fork_pin= "
                "(testbed/linux/0003): late pin (today's Linux: the child's tables are filled while unpinned and "
@@ -96,7 +97,7 @@ def summary(rows):
 def run_stage(st, plan_name):
     """`reproduce` stage 'pte_modes': RESULTS/pte_modes.json and .csv."""
     from . import series
-    from .study import write_experiment
+    from .results import write_experiment
     plan = PLANS[plan_name]
 
     def boot(name, parts, **kw):

@@ -14,12 +14,13 @@ import re
 import shutil
 import time
 
-from . import build, guests, qemu
-from .progress import ToolError, log
-from . import testbed
-from .testbed import BootConfig, Testbed, _BootStalled
+from ..progress import ToolError, log
+from ..testbed import build, qemu
+from ..testbed.boot import BootConfig, Testbed, _BootStalled
+from ..testbed.qemu import CPU
+from . import guests
 
-# Trials per configuration (issue 21's plan) and a quick one for trying the census out.
+# Trials per configuration (the census's plan) and a quick one for trying the census out.
 PLAN = {"boot": 30, "race_rounds": 200, "pvh": 50, "passthrough": 20, "console_lines": 100000, "storm_s": 600,
         "fixtures": 4}
 QUICK = {"boot": 2, "race_rounds": 10, "pvh": 2, "passthrough": 2, "console_lines": 5000, "storm_s": 60,
@@ -93,7 +94,7 @@ class Census:
         """The trials of CONFIG on this QEMU and CPU model; an interrupted one is on record but
         not done."""
         return [r for r in self.rows if r["qemu_version"] == self.q["qemu_version"] and r["config"] == config
-                and row_cpu(r) == testbed.CPU and r["outcome"] != "interrupted"]
+                and row_cpu(r) == CPU and r["outcome"] != "interrupted"]
 
     def add(self, config, outcome, log_path, **extra):
         # A failure's log stays, or one with findings, and the first of each configuration (each
@@ -105,7 +106,7 @@ class Census:
             if os.path.exists(trace) and not os.path.getsize(trace):
                 os.unlink(trace)
         row = dict(extra, qemu_version=self.q["qemu_version"], qemu_package=self.q["qemu_package"],
-                   cpu=testbed.CPU, xen_fpu=self.fpu, config=config, outcome=outcome,
+                   cpu=CPU, xen_fpu=self.fpu, config=config, outcome=outcome,
                    log=self.keep(log_path) if keep else _drop(log_path),
                    time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         self.rows.append(row)
@@ -499,7 +500,7 @@ def row_cpu(row):
 def column(row):
     """The table's column of ROW: its QEMU, and its CPU model where not the testbed's."""
     cpu = row_cpu(row)
-    return row["qemu_version"] + ("" if cpu == testbed.CPU else " (-cpu %s)" % cpu)
+    return row["qemu_version"] + ("" if cpu == CPU else " (-cpu %s)" % cpu)
 
 
 def summary(rows, census_dir=None):
@@ -610,7 +611,7 @@ log of every failure is kept in `results/census/logs/`. This page is drawn from
 
 Plan per QEMU: the emulator's `#NM` for the XSAVE family (`testbed/reproducers/xsave_ts.c`);
 boots to dom0's shell (multi-threaded TCG, and `-icount`, which runs single-threaded),
-%(boot)d per row; the race tests' load (`flushless/raceload.py`, 4 vCPUs, `init_on_free=1`),
+%(boot)d per row; the race tests' load (`flushless/experiments/raceload.py`, 4 vCPUs, `init_on_free=1`),
 %(race_rounds)d rounds with the cache switching and %(race_rounds)d with it off, deaths counted
 by signal from the kernel's `print-fatal-signals` report; %(console_lines)d known lines printed
 by dom0 under the study's busy state, each compared byte for byte, with Xen's eager and with
@@ -651,7 +652,7 @@ What each kind of failure is, as far as it is located (the counts are in the tab
   compile sharing the host's 2 cores; a stall in the console rows is this one too, and so is
   one of Debian's kernel on QEMU 7.2 that stopped earlier, at 0.9 s (after `percpu:`), its
   vCPU current on a CPU Xen shows idle, revived by the same keys. The testbed boots a stalled
-  boot once more, visibly (README, "Boot failures").
+  boot once more, visibly (docs/testbed.md, "Boot failures").
 - **A console trial that lost lines and fell silent** (`error` in the console rows): 13,000 of
   20,000 lines missing in two runs of about 6,500, then nothing more from the machine, with
   other emulations running; the trials beside it on the same QEMU carried all their lines.

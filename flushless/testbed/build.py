@@ -15,11 +15,12 @@ import shutil
 import subprocess
 import tempfile
 
-from . import debian, qemu, tools
+from .. import tools
+from ..progress import ToolError, capture, log, nproc, run_logged
+from . import debian
 from .cpio import write_gz
-from .progress import ToolError, capture, log, nproc, run_logged
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CACHE = os.environ.get("FLUSHLESS_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "flushless")
 
 # Debian 13's Xen and Linux, pinned: the series and the tests' counts are written against
@@ -619,7 +620,7 @@ class Busybox(Part):
 # fixes, above all the SVM event injection that PVH guests met under -icount
 # (docs/qemu-svm-evtinj.md). The mirror serves this .orig tarball and not the backport's .dsc or
 # .debian.tar.xz, so Debian's own patches (packaging and build changes) are not applied. The
-# firmware comes from the host's qemu-system-data of the same version (qemu.argv0, -L).
+# firmware comes from the host's qemu-system-data of the same version (qemu.argv0's -L).
 QEMU_ORIG = debian.Pin("pool/main/q/qemu/qemu_10.0.2+ds.orig.tar.xz",
                        "0901da33844a331bf8b3602b9c1fbd178e60b737c8e3ade678255bd090c9b9f1")
 # The +ds tarball drops the wheels QEMU's configure installs meson from; the versions it pins.
@@ -628,6 +629,9 @@ QEMU_CONFIGURE = ["--target-list=x86_64-softmmu", "--enable-tcg", "--enable-slir
                   "--disable-xen", "--disable-user", "--disable-docs", "--disable-install-blobs",
                   "--disable-gtk", "--disable-sdl", "--disable-vnc", "--disable-opengl", "--disable-spice",
                   "--disable-werror"]
+
+
+QEMU_SYSTEM = "qemu-system-x86_64"
 
 
 class Qemu(Part):
@@ -646,7 +650,7 @@ class Qemu(Part):
     def build(self, out):
         tools.require("gcc", "ninja", "pkg-config", "python3", "patch", "tar", "xz")
         orig = debian.fetch_file("%s/%s" % (debian.mirror_for_path(QEMU_ORIG.path), QEMU_ORIG.path),
-                                 QEMU_ORIG.sha256, downloads("qemu"), "the sum recorded in flushless/build.py")
+                                 QEMU_ORIG.sha256, downloads("qemu"), "the sum recorded in flushless/testbed/build.py")
         work = self.work_dir("qemu")
         tree, logfile = os.path.join(work, "src"), os.path.join(out, "build.log")
         os.makedirs(tree)
@@ -665,8 +669,8 @@ class Qemu(Part):
         log("qemu: compiling qemu-system-x86_64 with %d jobs (about 5 min cold on 2 cores)" % nproc())
         run_logged(["ninja", "-j%d" % nproc(), "qemu-system-x86_64"], logfile, "qemu: build", cwd=build_dir,
                    env=env, count=r"^\[\d+/\d+\] Compiling")
-        binary = os.path.join(out, qemu.SYSTEM)
-        shutil.copy(os.path.join(build_dir, qemu.SYSTEM), binary)
+        binary = os.path.join(out, QEMU_SYSTEM)
+        shutil.copy(os.path.join(build_dir, QEMU_SYSTEM), binary)
         version = capture([binary, "--version"], "the built QEMU's --version").splitlines()[0]
         shutil.rmtree(work)
         return {"qemu_version_line": version, "orig": QEMU_ORIG.name,
@@ -686,7 +690,7 @@ class Toolstack(Part):
         return ([("deb", "%s %s" % (pin.path, pin.sha256)) for pin in TOOLSTACK_DEBS]
                 + [("program", p) for p in TOOLSTACK_PROGRAMS]
                 + [("file:guest", p) for p in file_list("testbed/guest/xenstack")]
-                + [("file:recipe", p) for p in file_list("flushless/build.py")])
+                + [("file:recipe", p) for p in file_list("flushless/testbed/build.py")])
 
     def build(self, out):
         tools.require("dpkg-deb", "readelf")
@@ -737,7 +741,7 @@ class Initramfs(Part):
                 + [("file:workload", p) for p in file_list("workloads/*.[ch]") + file_list("workloads/Makefile")]
                 + [("file:guest", p) for p in file_list("testbed/guest/*")]
                 # Cheap to rebuild, so its recipe is an input too.
-                + [("file:recipe", p) for p in file_list("flushless/build.py") + file_list("flushless/cpio.py")])
+                + [("file:recipe", p) for p in file_list("flushless/testbed/build.py") + file_list("flushless/testbed/cpio.py")])
 
     def build(self, out):
         tools.require("gcc", "make")
@@ -852,8 +856,6 @@ class Parts:
         for part in (self.xen, self.kernel, self.busybox):
             m = part.manifest()
             out[part.name] = {k: v for k, v in m.items() if k not in ("inputs", "part")}
-        # Not built, but it runs every boot: the emulator is part of every result's versions.
-        out["qemu"] = qemu.info()
         return out
 
 

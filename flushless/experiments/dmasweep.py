@@ -7,7 +7,7 @@ marked). Which reads the emulated VT-d refused comes from QEMU's own trace
 (vtd_dmar_fault), so the verdict does not rest on Xen's word about its IOMMU.
 """
 
-from .progress import ToolError
+from ..progress import ToolError
 
 
 def parse_ranges(text):
@@ -23,7 +23,7 @@ def parse_ranges(text):
 
 def verdict(lines, faults):
     """LINES: the program's output; FAULTS: [(frame, is_write)] from QEMU's trace during
-    the run. Returns the figures the issue asks for."""
+    the run. Returns its figures."""
     fields = {}
     for line in lines:
         key, _, rest = line.partition(" ")

@@ -9,8 +9,9 @@ sets the pool's cap in dom0.
 import shlex
 import time
 
-from . import dmasweep, findings, workloads
-from .progress import ToolError, log
+from ..progress import ToolError, log
+from ..testbed import findings
+from . import dmasweep, workloads
 
 # Xen perf counter (patches/xen/0001) -> key in flushless's results
 COUNTERS = {
@@ -71,7 +72,7 @@ PV_COUNTERS = {
     "mmuext ops": "mmuext_ops",
     "writable pt emulations": "ptwr_emulations",
 }
-# Xen's shadow-paging work (a PVH domU with hap=0, issue 11's seed 002) and every guest's
+# Xen's shadow-paging work (a PVH domU with hap=0, seed 002) and every guest's
 # VM exits: what a fork costs Xen under shadow against nested paging.
 SHADOW_COUNTERS = {
     "vmexits": "vmexits",

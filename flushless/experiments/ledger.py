@@ -1,4 +1,4 @@
-"""RESULTS/stages.json: what a long run has finished, so that a rerun resumes (docs/reproduce.md).
+"""RESULTS/stages.json: what a long run has finished, so that a rerun resumes (docs/evaluation.md).
 
 One entry per `reproduce` stage or `series` experiment:
   status       running, done, failed or interrupted
@@ -21,7 +21,7 @@ import shutil
 import signal
 import time
 
-from .build import REPO
+from ..testbed.build import REPO
 
 NAME = "stages.json"
 # The build inputs of every part any stage boots (patches, testbed-only patches, guest

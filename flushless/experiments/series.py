@@ -27,11 +27,12 @@ import random
 import statistics
 import time
 
-from . import build, findings, measure, qemu, workloads
+from ..progress import ToolError, log
+from ..testbed import build, findings, qemu
+from ..testbed.boot import BootConfig, Testbed
+from . import measure, workloads
 from .census import boot_once
-from .progress import ToolError, log
-from .study import write_csv, write_json
-from .testbed import BootConfig, Testbed
+from .results import write_csv, write_json
 
 EXPERIMENTS = ("offstock", "xenoff", "native", "boots", "protection", "flushes", "scale", "workloads", "soak")
 
@@ -248,7 +249,7 @@ def scale(results, console_dir, smps=(1, 2, 4, 8), rounds=4):
     parts = build.Parts("built").ensure()
     for smp in smps:
         # More vCPU threads than host CPUs: a vCPU spinning on another's IPI waits for the host
-        # scheduler (README, "Scale"); round robin runs every vCPU on one thread instead.
+        # scheduler (docs/linux-series.md, "Scale"); round robin runs every vCPU on one thread instead.
         tcg_thread = "multi" if smp <= (os.cpu_count() or 1) else "single"
         with _boot(parts, console_dir, "scale-%d" % smp, smp=smp, tcg_thread=tcg_thread) as tb:
             session = measure.Session(tb)

@@ -1,6 +1,6 @@
 """Debian packages: resolve them through the archive's signed indices, download, unpack.
 
-The Debian 13 parts the series is written against are named in flushless/build.py by suites,
+The Debian 13 parts the series is written against are named in flushless/testbed/build.py by suites,
 package, upstream series and a pinned version (Wanted). resolve() finds them as apt would:
 dists/SUITE/InRelease verified with gpgv, Sources.xz / Packages.xz checked against it, the
 files checked against the index. Point releases drop versions from the indices (the pool keeps
@@ -25,8 +25,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from . import tools
-from .progress import ToolError, capture, log, run_logged
+from .. import tools
+from ..progress import ToolError, capture, log, run_logged
 
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 DEFAULT_SECURITY_MIRROR = "http://deb.debian.org/debian-security"
@@ -504,13 +504,13 @@ def _take(wanted, cand, dest, tried, check_first):
 
 def _take_recorded(wanted, dest, tried):
     log("%s: pinned %s is in none of the signed indices of %s; taking it from the pool, checked "
-        "against the sums recorded in flushless/build.py (verified_by recorded-sum)"
+        "against the sums recorded in flushless/testbed/build.py (verified_by recorded-sum)"
         % (wanted.label, wanted.version, ", ".join(wanted.suites)))
     files = {}
     for pin in wanted.recorded:
         url = "%s/%s" % (mirror_for_path(pin.path), pin.path)
         try:
-            files[pin.name] = fetch_file(url, pin.sha256, dest, "the sum recorded in flushless/build.py")
+            files[pin.name] = fetch_file(url, pin.sha256, dest, "the sum recorded in flushless/testbed/build.py")
         except Unserved as e:
             tried.append("%s %s (recorded sums): %s" % (wanted.label, wanted.version, e))
             return None

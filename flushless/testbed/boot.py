@@ -13,14 +13,12 @@ import signal
 import subprocess
 import time
 
-from . import findings, qemu, tools
+from .. import tools
+from ..progress import ToolError, log
+from . import findings, qemu
 from .console import Console, ConsoleCrash, ConsoleError, ConsoleTimeout
-from .progress import ToolError, log
+from .qemu import CPU
 
-# QEMU 10's TCG offers x2APIC (QEMU 7.2's did not), and Xen then reads the APIC timer through
-# an MSR, which under -icount aborts QEMU ("Bad icount read": the clock is read outside an I/O
-# instruction). The xAPIC's MMIO is what every boot used on QEMU 7.2.
-CPU = "max,x2apic=off"
 # A kernel log that holds a whole run (Debian's 128 KiB could lose an early warning).
 LOG_BUF = "log_buf_len=4M"
 # Every boot this process made and every one retried after a stall: a retry is never silent
@@ -66,10 +64,10 @@ class BootConfig:
     # QEMU's own record of every DMA the emulated VT-d refused (its vtd_dmar_fault trace
     # event): the device side's view, independent of Xen. Set by Testbed.
     fault_trace: str = None
-    # A raw image as an NVMe disk (flushless/io.py), at PCI 00:NVME_SLOT.0.
+    # A raw image as an NVMe disk (flushless/experiments/device_io.py), at PCI 00:NVME_SLOT.0.
     nvme_image: str = None
     # The emulated VT-d's IOTLB events too, into the same trace: every translation's hit or
-    # miss and every invalidation, by kind (flushless/io.py counts them).
+    # miss and every invalidation, by kind (flushless/experiments/device_io.py counts them).
     iotlb_trace: bool = False
 
     def __post_init__(self):
@@ -99,7 +97,7 @@ class BootConfig:
     def dom0_cmdline(self):
         # Full boot messages, so that a stalled boot shows where it stopped; init lowers
         # the console level before the shell starts (testbed/guest/init). The log keeps the
-        # whole run for the findings read at its end (flushless/findings.py).
+        # whole run for the findings read at its end (flushless/testbed/findings.py).
         return " ".join(["console=hvc0", "earlyprintk=xen", "nokaslr", "loglevel=7", LOG_BUF]
                         + list(self.dom0_args))
 
@@ -159,7 +157,7 @@ class Crashed(ToolError):
 
 
 class Found(ToolError):
-    """A boot ended well, but its logs hold findings (flushless/findings.py)."""
+    """A boot ended well, but its logs hold findings (flushless/testbed/findings.py)."""
 
 
 def retries_explained(boots, rate=STALL_RATE, p=0.01):
@@ -263,7 +261,7 @@ class Testbed:
         return self.findings()
 
     def findings(self, timeout=120):
-        """dom0's kernel log and Xen's lines (flushless/findings.py), and what each domU's
+        """dom0's kernel log and Xen's lines (flushless/testbed/findings.py), and what each domU's
         kernel log held when it was stopped: what went wrong though nothing crashed."""
         lines = []
         if self.proc is not None and self.proc.poll() is None and not self.console.closed:

@@ -15,10 +15,15 @@ import shutil
 import subprocess
 import tempfile
 
-from . import tools
-from .progress import ToolError, capture, log
+from .. import tools
+from ..progress import ToolError, capture, log
+from . import build
 
-SYSTEM = "qemu-system-x86_64"
+SYSTEM = build.QEMU_SYSTEM
+# QEMU 10's TCG offers x2APIC (QEMU 7.2's did not), and Xen then reads the APIC timer through
+# an MSR, which under -icount aborts QEMU ("Bad icount read": the clock is read outside an I/O
+# instruction). The xAPIC's MMIO is what every boot used on QEMU 7.2.
+CPU = "max,x2apic=off"
 # Debian 12's QEMU: the packages that hold its binary and its option ROMs (its BIOS is seabios',
 # installed on the host with either QEMU).
 DEBIAN12 = ("qemu-system-x86", "qemu-system-common", "qemu-system-data")
@@ -69,7 +74,6 @@ def info():
         version, package = m.group(1), m.group(2) or ""
         if which == "testbed":
             # Not the stock release: the version says so, and the census keeps its rows apart.
-            from . import build
             version += "+testbed"
             package = "built from %s with testbed/qemu/%s" % (build.QEMU_ORIG.name,
                                                               ", ".join(build.Qemu().manifest()["patches"]))
@@ -77,15 +81,18 @@ def info():
     return dict(_info[which])
 
 
+def versions(parts):
+    """PARTS' versions and the QEMU in use: not built with them, but it runs every boot."""
+    return dict(parts.versions(), qemu=info())
+
+
 def _cache():
-    from . import build
     return os.path.join(build.CACHE, "qemu")
 
 
 def _testbed_binary():
     """The testbed's own build (built once, then cached by the hash of its inputs)."""
     if "testbed_binary" not in _info:
-        from . import build
         _info["testbed_binary"] = os.path.join(build.Qemu().ensure(), SYSTEM)
     return _info["testbed_binary"]
 
@@ -139,13 +146,12 @@ def _debver(v):
 
 # Multiboot kernels that each ask the selected QEMU one question (testbed/reproducers/*.c):
 # built with the host's gcc, booted with -kernel, answered on COM1, ended by isa-debug-exit.
-REPRODUCERS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "testbed", "reproducers")
+REPRODUCERS = os.path.join(build.REPO, "testbed", "reproducers")
 REPRODUCER_TIMEOUT = 60
 
 
 def run_reproducer(name, extra=()):
     """Boot testbed/reproducers/NAME.c on the selected QEMU; (QEMU's exit status, its COM1 lines)."""
-    from .testbed import CPU
     tools.require("gcc")
     tools.require("ld")
     with tempfile.TemporaryDirectory(prefix="flushless-%s-" % name) as d:

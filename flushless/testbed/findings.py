@@ -34,7 +34,7 @@ KNOWN = [
     r"WARNING: \./include/linux/pgtable\.h:(319|362) at xen_(start|end)_context_switch\+",
 ]
 # What Xen prints of a DMA the IOMMU refused: dmasweep and iotlbrace provoke them, and check
-# each against QEMU's own trace of the device (flushless/dmasweep.py, iotlbrace.c).
+# each against QEMU's own trace of the device (flushless/experiments/dmasweep.py, iotlbrace.c).
 DMA_FAULT = r"\[VT-D\]DMAR:"
 # Lines quoted from a domU's console (testbed/guest/guestboot, guestrun).
 QUOTED = "domU| "

@@ -13,8 +13,8 @@ import shutil
 import subprocess
 import tempfile
 
-from .build import REPO
-from .progress import ToolError, log
+from ..progress import ToolError, log
+from ..testbed.build import REPO
 
 
 @dataclasses.dataclass
@@ -105,6 +105,10 @@ class UsageError(Exception):
 N = Opt("n", lo=1, hi=10000000, help="repetitions")
 WARMUP = Opt("warmup", lo=0, hi=10000000, help="untimed repetitions first")
 HELLO = Opt("hello", kind="path", help="program to exec")
+# The busy state's process tree: 4 tabs per browser, each mapping two 32 KiB "libraries"
+# and writing 128 KiB of heap, beside 16 resident processes (the rest of a desktop, so
+# that the 1:1 policy sees a system's worth of page tables, not only the burst).
+CHURN_SHAPE = ["--tabs", "4", "--libs", "2", "--lib-kb", "32", "--heap-kb", "128", "--resident", "16"]
 CPU_PROGRAMS = ("gzip", "bzip2", "lzop", "sha256", "sort", "awk", "bc")
 
 WORKLOADS = {w.name: w for w in [

@@ -1,7 +1,7 @@
 """Do the IOMMU flushes of page-table churn hurt a device's DMA, and does the cache help?
 
 The study's open question. An NVMe disk (QEMU's, a sparse raw image) sits behind the emulated
-VT-d, and QEMU traces its IOTLB (testbed.IOTLB_EVENTS): every translation of the disk's DMA
+VT-d, and QEMU traces its IOTLB (boot.IOTLB_EVENTS): every translation of the disk's DMA
 (data and queues) as a hit or a miss, every refused DMA, every reset of a full IOTLB, and every
 invalidation Xen sends, by kind. dom0 reads the disk with dmaread (O_DIRECT into one buffer:
 without invalidations its translations stay cached) while churn, the study's busy state, runs
@@ -22,12 +22,14 @@ import shutil
 import statistics
 import tempfile
 
-from . import build, measure, testbed
-from .progress import ToolError
-from .study import CHURN_SHAPE
+from ..progress import ToolError
+from ..testbed import build
+from ..testbed.boot import NVME_SLOT
+from . import measure
+from .workloads import CHURN_SHAPE
 
-# The disk's requester ID on the emulated VT-d: bus 0, device testbed.NVME_SLOT, function 0.
-NVME_SID = testbed.NVME_SLOT << 3
+# The disk's requester ID on the emulated VT-d: bus 0, device NVME_SLOT, function 0.
+NVME_SID = NVME_SLOT << 3
 NVME_DEV = "/dev/nvme0n1"
 IMAGE_MIB = 256
 GIB = 1 << 30
@@ -329,7 +331,7 @@ def summary(rows):
 
 def run_stage(st, plan_name):
     """`reproduce` stage 'io': RESULTS/io.json and .csv."""
-    from .study import write_experiment
+    from .results import write_experiment
     plan = PLANS[plan_name]
     # With the toolstack and the domU's files: the grants boot creates a domU.
     parts = build.Parts("built", linux_series=build.testbed_linux_series(), guest=True).ensure()
@@ -343,6 +345,6 @@ def run_stage(st, plan_name):
     write_experiment(st.results, "io", st.meta(parts, plan=dataclasses.asdict(plan), line_rate_model=model, device=(
         "QEMU's NVMe (a sparse raw image) at 00:%02x.0 behind the emulated VT-d; dmaread: O_DIRECT reads of "
         "(KiB per read, MiB per run) %s into one buffer; counts from QEMU's trace of the VT-d IOTLB (the disk's requester ID) and "
-        "Xen's perf counters" % (testbed.NVME_SLOT, plan.reads)), timing=(
+        "Xen's perf counters" % (NVME_SLOT, plan.reads)), timing=(
         "mbps: dom0 wall clock under TCG (emulation time), for context only; counts decide")),
         rows, summary=summary(rows))

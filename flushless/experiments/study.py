@@ -1,4 +1,4 @@
-"""flushless reproduce: the paper's evaluation, run on the testbed (issue 4).
+"""flushless reproduce: the paper's evaluation, run on the testbed.
 
 Seven boots of the project-built Xen and dom0 (strict unless said):
   baseline   cache off; the busy state (churn) for G scaled minutes, sampled every minute
@@ -21,33 +21,24 @@ run the paper's browser at hardware speed; counts per scaled minute are counts p
 creations, which is what the paper's per-minute figures measure.
 """
 
-import csv
 import dataclasses
 import datetime
-import json
 import os
-import shlex
 import signal
 import socket
-import subprocess
 import threading
 import time
 import traceback
 
-from . import build, ledger, measure, qemu, workloads
-from .measure import COUNTERS, OPTIONAL_COUNTERS, parse_counters, parse_stats
-from .progress import ToolError, log
-from .testbed import BootConfig, Testbed
+from ..progress import ToolError, log
+from ..testbed import build, qemu
+from ..testbed.boot import BootConfig, Testbed
+from . import ledger, measure, workloads
+from .busy import (CACHE_GROUPS, alloc_free_summary, cache_miss_rows, cache_size_summary,
+                   paired_summary, run_group, start_profile, stop_profile)
+from .results import git_commit, read_json, write_experiment, write_json
 
 PAPER_RATE = 542  # process creations and exits per minute in the paper's busy state
-# The pool (patches/linux) is one pool for every level: its figures are "all". Making a page a
-# table of a live address space, and back, is timed per level by ftrace's function profiler on
-# the Xen PV hooks of each level (where Xen does the IOMMU work).
-POOL_LEVEL = "all"
-TIMING_LEVELS = ("pte", "pmd", "pud")
-PROFILED = {"xen_alloc_pte": ("pte", "alloc"), "xen_alloc_pmd": ("pmd", "alloc"), "xen_alloc_pud": ("pud", "alloc"),
-            "xen_release_pte": ("pte", "free"), "xen_release_pmd": ("pmd", "free"), "xen_release_pud": ("pud", "free")}
-TRACING = "/sys/kernel/tracing"
 # One PTE page made and freed in a live address space, against the same cycle with the page
 # kept (workloads/ptcycle.c): the study's per-page alloc and free cost wherever the work lands.
 # On 7.3 the profiled hooks above only queue their hypercalls while lazy MMU mode is on
@@ -55,13 +46,8 @@ TRACING = "/sys/kernel/tracing"
 PTCYCLE_ARGS = ["--n", "1000", "--warmup", "100"]
 PT_CYCLE_FIGURES = ("pte_alloc_ns", "pte_free_ns", "table_fault_ns", "control_fault_ns", "table_unmap_ns",
                     "control_unmap_ns")
-# The busy state's process tree: 4 tabs per browser, each mapping two 32 KiB "libraries"
-# and writing 128 KiB of heap, beside 16 resident processes (the rest of a desktop, so
-# that the 1:1 policy sees a system's worth of page tables, not only the burst).
-CHURN_SHAPE = ["--tabs", "4", "--libs", "2", "--lib-kb", "32", "--heap-kb", "128", "--resident", "16"]
 CPU_PROGRAMS = workloads.CPU_PROGRAMS
 CACHE_FROM_BOOT = ("pre", "adaptive")
-CACHE_GROUPS = ("pre", "adaptive", "dyn")
 LAT_WHAT = ("fork", "exec", "shell")
 TIMING_ICOUNT = ("dom0 clock under QEMU -icount shift=0 (1 ns per executed instruction), 1 vCPU; baseline (cache "
                  "off) and dyn (cache switched on at run time) interleaved within one boot")
@@ -161,7 +147,7 @@ STAGE_INTRO = {"groups": "the busy state in five boots: baseline, pre, adaptive,
                "io": "an NVMe disk's DMA beside the busy state, cache off and on: IOTLB misses and invalidations per GiB",
                "native": "the seed lab's benchmarks on the host",
                "native_kernel": "the kernels booted without Xen",
-               "designs": "stock strict and relaxed, the paper's design, xen-only and guest-only, side by side",
+               "designs": "stock strict and relaxed, the paper's design and xen-only, side by side",
                "pte_modes": "PTE update modes on fork: late pin, early pin with hypercalls, early pin emulated",
                "seed": "seed 002 on Xen: fork and access latency in PVH domUs with hap=1 and hap=0, -icount"}
 STAGE_OUTPUTS = {"groups": ("flush_frequency", "cache_size", "cache_miss"),
@@ -173,151 +159,6 @@ STAGE_OUTPUTS = {"groups": ("flush_frequency", "cache_size", "cache_miss"),
                  "designs": ("designs",),
                  "pte_modes": ("pte_modes",),
                  "seed": ("seed_xen", "seed_model")}
-
-
-# --- the busy-state timeline ------------------------------------------------------------
-
-def parse_study(lines):
-    """The study script's output -> (samples, switched_at, output lines, audit, status)."""
-    samples, cur, part, output, audit, status, switched = [], None, None, [], [], None, None
-    for line in lines:
-        if line.startswith("@@sample "):
-            _, idx, t = line.split()
-            cur = {"index": idx, "t": float(t), "counters": [], "pool": [], "profile": [], "meminfo": []}
-            samples.append(cur)
-            part = cur["counters"]
-        elif line in ("@@pool", "@@profile", "@@meminfo"):
-            part = cur[line[2:]]
-        elif line.startswith("@@switched "):
-            switched = float(line.split()[1])
-        elif line == "@@switch-failed":
-            raise ToolError("dom0 could not switch the page-table pool on")
-        elif line == "@@output":
-            part = output
-        elif line == "@@audit":
-            part = audit
-        elif line.startswith("@@status "):
-            status = int(line.split()[1])
-            part = None
-        elif part is not None:
-            part.append(line)
-    if status is None or not samples:
-        raise ValueError("the study script printed no status or no samples")
-    for s in samples:
-        s["counters"] = parse_counters(s["counters"])
-        s["pool"] = parse_stats(s["pool"])
-        if s["pool"]:
-            s["pool"]["in_use"] = measure.pool_in_use(s["pool"])
-        s["profile"] = parse_profile(s["profile"])
-        s["meminfo"] = {k.rstrip(":"): int(v.split()[0]) for k, v in
-                        (m.split(None, 1) for m in s["meminfo"])}
-    return samples, switched, output, parse_stats(audit), status
-
-
-def parse_profile(lines):
-    """ftrace's trace_stat/function* lines -> {function: (hits, ns)}, summed over CPUs."""
-    units = {"ns": 1, "us": 1000, "ms": 1000000, "s": 1000000000}
-    out = {}
-    for line in lines:
-        f = line.split()
-        if len(f) >= 4 and f[0] in PROFILED and f[1].isdigit() and f[3] in units:
-            hits, ns = out.get(f[0], (0, 0))
-            out[f[0]] = (hits + int(f[1]), ns + round(float(f[2]) * units[f[3]]))
-    return out
-
-
-def start_profile(tb):
-    """Time the per-level hooks with ftrace's function profiler (counted from now)."""
-    tb.check("echo %s > %s/set_ftrace_filter && echo 0 > %s/function_profile_enabled && "
-             "echo 1 > %s/function_profile_enabled" % (" ".join(PROFILED), TRACING, TRACING, TRACING))
-
-
-def stop_profile(tb):
-    tb.check("echo 0 > %s/function_profile_enabled && echo > %s/set_ftrace_filter" % (TRACING, TRACING))
-
-
-def minute_rows(group, samples, churn_rows):
-    """Per scaled minute: Xen's counts, the pool's figures, the per-level hooks' time (when
-    profiled), processes created."""
-    timed = [s for s in samples if s["index"] != "end"]
-    flush, pools, timing = [], [], []
-    for m, (a, b) in enumerate(zip(timed, timed[1:])):
-        d = measure.delta(a["counters"], b["counters"])
-        row = {"group": group, "minute": m, "t_s": round(b["t"] - timed[0]["t"], 2)}
-        row.update({key: d[xen] for xen, key in list(COUNTERS.items()) + list(OPTIONAL_COUNTERS.items())
-                    if xen in d})
-        # churn's --report rows are cumulative, one per scaled minute of its own clock.
-        prev = churn_rows[m - 1]["created"] if 0 < m <= len(churn_rows) else 0
-        row["created"] = churn_rows[m]["created"] - prev if m < len(churn_rows) else None
-        flush.append(row)
-        pa, pb = a["pool"], b["pool"]
-        if pb:
-            r = {"group": group, "minute": m, "level": POOL_LEVEL}
-            for k in ("hits", "misses", "marked", "unmarked", "shrunk"):
-                r[k] = pb[k] - pa[k]
-            r["given_back"] = r["unmarked"]
-            r["pool"], r["in_use"] = pb["pages"], pb["in_use"]
-            pools.append(r)
-        if b["profile"]:
-            for lv in TIMING_LEVELS:
-                r = {"group": group, "minute": m, "level": lv}
-                for fn, (flv, kind) in PROFILED.items():
-                    if flv == lv:
-                        hb, nb = b["profile"].get(fn, (0, 0))
-                        ha, na = a["profile"].get(fn, (0, 0))
-                        r[kind + "_count"], r[kind + "_ns"] = hb - ha, nb - na
-                r["avg_alloc_ns"] = round(r["alloc_ns"] / r["alloc_count"], 1) if r["alloc_count"] else None
-                r["avg_free_ns"] = round(r["free_ns"] / r["free_count"], 1) if r["free_count"] else None
-                timing.append(r)
-    return flush, pools, timing
-
-
-def run_group(tb, group, profile, minutes, switch, cap=measure.POOL_DEFAULT_CAP):
-    """One group's busy state on a booted testbed; returns its record. SWITCH: the scaled
-    minute after which the pool's cap is raised to CAP (0: never)."""
-    duration = int(minutes * profile.minute_s)
-    churn = ["churn", "--duration", str(duration), "--rate", str(profile.churn_rate),
-             "--report", str(int(profile.minute_s))] + CHURN_SHAPE
-    workloads.get("churn").check_args(churn[1:])
-    cmd = "study %s %d %d %d %s" % (profile.minute_s, minutes, switch, cap, " ".join(shlex.quote(a) for a in churn))
-    log("%s: %d scaled minutes of %g s, churn at %d creations/min%s"
-        % (group, minutes, profile.minute_s, profile.churn_rate,
-           ", cache switched on at minute %d" % switch if switch else ""))
-    # churn's processes are all forked from one exec, so ASLR picks one address-space layout
-    # per run, and with it how many page-table pages each process needs (libraries and heap
-    # straddling a 2 MiB or 1 GiB boundary or not): about 10 % between runs. Fixed layout:
-    # the same counts on every run.
-    measure.Session(tb).set_aslr(False)
-    t0 = time.monotonic()
-
-    def minute_done(m):
-        if m.group("sample") != "0":
-            log("%s: minute %s/%d" % (group, m.group("sample"), minutes))
-
-    status, lines = tb.run(cmd, timeout=3 * duration + 600, progress=(r"@@sample (?P<sample>\d+) ", minute_done))
-    if status == 125:
-        raise ToolError("xenperfc could not read Xen's counters in dom0:\n%s" % "\n".join(lines[-10:]))
-    try:
-        samples, switched, output, audit, rc = parse_study(lines)
-        result, churn_rows = workloads.parse_output(output)
-    except ValueError as e:
-        raise ToolError("%s: could not parse the study's output: %s\n%s"
-                        % (group, e, "\n".join("    " + x for x in lines[-20:])))
-    if rc != 0:
-        raise ToolError("%s: churn exited %d:\n%s" % (group, rc, "\n".join("    " + x for x in output[-20:])))
-    flush, pools, timing = minute_rows(group, samples, churn_rows)
-    last = [s for s in samples if s["index"] != "end"][-1]
-    rec = {"group": group, "minutes": minutes, "switch_minute": switch or None, "churn_argv": churn[1:],
-           "randomize_va_space": 0,
-           "churn_result": result, "audit": audit, "invariant_violations": audit.get("violations"),
-           "overrun_s": round(samples[-1]["t"] - last["t"], 2), "host_seconds": round(time.monotonic() - t0, 1),
-           "switched_at_s": round(switched - samples[0]["t"], 2) if switched else None,
-           "meminfo_kb": last["meminfo"], "pool_end": last["pool"],
-           "flush_rows": flush, "pool_rows": pools, "timing_rows": timing}
-    total = sum(r["qi_iotlb_inv"] for r in flush)
-    log("%s: %d IOTLB invalidations in %d minutes, %d processes created (%.0f/min achieved), audit %s violations"
-        % (group, total, minutes, result["ops"], result.get("rate_per_min", 0), audit.get("violations")))
-    return rec
 
 
 # --- the timing boot ----------------------------------------------------------------------
@@ -410,61 +251,10 @@ def run_native(profile):
     return {"seed_fork_vs_memory": dict(fork, group="native"), "seed_access_latency": dict(tlb, group="native")}
 
 
-# --- results files ----------------------------------------------------------------------
-
-def write_csv(path, rows):
-    keys = []
-    for r in rows:
-        keys += [k for k in r if k not in keys]
-    with open(path + ".tmp", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=keys)
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in keys})
-    os.replace(path + ".tmp", path)
-
-
-def write_experiment(results, name, meta, rows, runs=None, summary=None):
-    doc = dict(meta)
-    doc.update({"experiment": name, "rows": rows})
-    if summary is not None:
-        doc["summary"] = summary
-    if runs is not None:
-        doc["runs"] = runs
-    write_json(os.path.join(results, name + ".json"), doc)
-    write_csv(os.path.join(results, name + ".csv"), rows)
-    log("wrote %s/%s.{json,csv} (%d rows)" % (results, name, len(rows)))
-
-
-def write_json(path, doc):
-    # Renamed into place: a run killed while writing leaves no half file for the report.
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path + ".tmp", "w") as f:
-        json.dump(doc, f, indent=1, sort_keys=True)
-    os.replace(path + ".tmp", path)
-
-
-def read_json(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
-def git_commit():
-    try:
-        res = subprocess.run(["git", "-C", build.REPO, "describe", "--always", "--dirty"], stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, text=True, timeout=10)
-        return res.stdout.strip() or None
-    except OSError:
-        return None
-
-
 class Study:
     """The stages in order, each recorded in RESULTS/stages.json (ledger.py): a rerun keeps
     the stages done with the same settings and build, and goes on from the first one not done
-    (docs/reproduce.md)."""
+    (docs/evaluation.md)."""
 
     def __init__(self, profile, results, stages=STAGES, console_dir=None, restart=False):
         self.profile = profile
@@ -502,7 +292,7 @@ class Study:
     def meta(self, parts, **extra):
         p = self.profile
         m = {"profile": p.name, "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-             "flushless_commit": git_commit(), "versions": parts.versions(), "boots": self.boots,
+             "flushless_commit": git_commit(), "versions": qemu.versions(parts), "boots": self.boots,
              "time_scale": {"minute_s": p.minute_s, "paper_rate_per_min": PAPER_RATE,
                             "churn_rate_per_real_min": p.churn_rate,
                             "meaning": "one scaled minute = %g s of testbed time holding the paper's %d process "
@@ -661,7 +451,7 @@ class Study:
             return rec
 
     def write_groups(self, parts, recs):
-        meta = self.meta(parts, workload="churn " + " ".join(CHURN_SHAPE), timing="counts are exact")
+        meta = self.meta(parts, workload="churn " + " ".join(workloads.CHURN_SHAPE), timing="counts are exact")
         flush = [r for rec in recs for r in rec["flush_rows"]]
         pools = [r for rec in recs for r in rec["pool_rows"]]
         runs = [{k: v for k, v in rec.items() if k not in ("flush_rows", "pool_rows", "timing_rows")}
@@ -688,7 +478,7 @@ class Study:
             session.configure_pool(measure.cache_settings(False))
         meta = self.meta(parts, timing=TIMING_ICOUNT)
         write_experiment(self.results, "pt_alloc_free_time",
-                         dict(meta, workload="churn " + " ".join(CHURN_SHAPE), timing=TIMING_BUSY_ICOUNT),
+                         dict(meta, workload="churn " + " ".join(workloads.CHURN_SHAPE), timing=TIMING_BUSY_ICOUNT),
                          busy["timing_rows"],
                          runs=[{k: v for k, v in busy.items() if k not in ("flush_rows", "pool_rows", "timing_rows")}],
                          summary=alloc_free_summary(busy["timing_rows"], self.profile.switch_minute))
@@ -772,91 +562,6 @@ class Study:
         from . import series
         self.progress("native kernel: vanilla, the series and the series with no-op ops, no Xen, -icount")
         series.native(self.results, self.console_dir, rounds=self.profile.lat_rounds, name="native_kernel")
-
-
-# --- summaries ----------------------------------------------------------------------------
-
-def mean(xs):
-    xs = [x for x in xs if x is not None]
-    return sum(xs) / len(xs) if xs else None
-
-
-def stdev(xs):
-    xs = [x for x in xs if x is not None]
-    if len(xs) < 2:
-        return 0.0
-    m = mean(xs)
-    return (sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5
-
-
-def alloc_free_summary(levels, switch):
-    """Off (minutes before SWITCH) and on (from SWITCH + 2): total alloc/free time and count,
-    per level and all levels."""
-    out = {}
-    for r in levels:
-        if switch <= r["minute"] < switch + 2:
-            continue
-        g = out.setdefault("off" if r["minute"] < switch else "on", {})
-        for lv in (r["level"], "all"):
-            s = g.setdefault(lv, {"alloc_ns": 0, "alloc_count": 0, "free_ns": 0, "free_count": 0})
-            for k in s:
-                s[k] += r[k]
-    for g in out.values():
-        for s in g.values():
-            s["avg_alloc_ns"] = round(s["alloc_ns"] / s["alloc_count"], 1) if s["alloc_count"] else None
-            s["avg_free_ns"] = round(s["free_ns"] / s["free_count"], 1) if s["free_count"] else None
-    return out
-
-
-def cache_size_summary(recs):
-    """Pool pages against declared page-table pages in use at the end of the groups with the
-    cache (one pool for every level)."""
-    out = {}
-    for rec in recs:
-        if rec["group"] not in CACHE_GROUPS:
-            continue
-        pt = rec["pool_end"]
-        pool, in_use = pt["pages"], pt["in_use"]
-        s = {}
-        mi = rec["meminfo_kb"]
-        used_kb = mi["MemTotal"] - mi["MemAvailable"]
-        s["total"] = {"pool": pool, "in_use": in_use, "pool_kb": pool * 4, "dom0_used_kb": used_kb,
-                      "pool_share_of_used": round(pool * 4 / used_kb, 5) if used_kb else None}
-        out[rec["group"]] = s
-    return out
-
-
-def cache_miss_rows(levels):
-    rows = []
-    for group in CACHE_GROUPS:
-        for lv in (POOL_LEVEL,):
-            rs = [r for r in levels if r["group"] == group and r["level"] == lv]
-            if not rs:
-                continue
-            hits, misses = sum(r["hits"] for r in rs), sum(r["misses"] for r in rs)
-            rows.append({"group": group, "level": lv, "hits": hits, "misses": misses, "allocations": hits + misses,
-                         "miss_probability": round(misses / (hits + misses), 5) if hits + misses else None})
-    return rows
-
-
-def paired_summary(rows, key, value):
-    """baseline vs dyn per KEY: mean, standard deviation, n, range, and dyn's difference."""
-    out = {}
-    names = sorted(set(r[key] for r in rows)) if key else [None]
-    for name in names:
-        s = {}
-        for group in ("baseline", "dyn"):
-            xs = [r[value] for r in rows if r["group"] == group and (key is None or r[key] == name)]
-            s[group] = {"n": len(xs), "mean": mean(xs), "stdev": stdev(xs),
-                        "min": min(xs) if xs else None, "max": max(xs) if xs else None}
-        b, d = s["baseline"], s["dyn"]
-        if b["mean"] and d["mean"] is not None:
-            s["dyn_vs_baseline"] = round(d["mean"] / b["mean"] - 1, 5)
-            # Standard error of the difference of the means, relative to baseline's mean.
-            se = ((b["stdev"] ** 2 / max(b["n"], 1)) + (d["stdev"] ** 2 / max(d["n"], 1))) ** 0.5
-            s["se_rel"] = round(se / b["mean"], 5)
-        out[name or "all"] = s
-    return out
 
 
 def _mmss(s):

@@ -15,8 +15,9 @@ kept read-only page tables, slower than stock; last measured on Linux 6.12).
 import dataclasses
 import sys
 
-from . import build, measure, workloads
-from .progress import ToolError
+from ..progress import ToolError
+from ..testbed import build, qemu
+from . import measure, workloads
 from .workloads import UsageError
 
 
@@ -211,7 +212,7 @@ def run_stage(st, plan_name):
     """`reproduce` stage 'designs': every row measured, the model applied, written to
     RESULTS/designs.json and .csv. ST is the Study (boots, progress, results)."""
     from . import series
-    from .study import write_experiment
+    from .results import write_experiment
     plan = PLANS[plan_name]
 
     def boot(name, parts, **kw):
@@ -222,7 +223,7 @@ def run_stage(st, plan_name):
     rows, versions = [], {}
     for i, (row, name, mode) in enumerate(ROWS):
         rec = measure_row(row, name, mode, plan, boot, lambda m: st.progress("designs %d/%d %s" % (i + 1, len(ROWS), m)))
-        versions[row] = DESIGNS[name].parts().versions()
+        versions[row] = qemu.versions(DESIGNS[name].parts())
         rows.append(rec)
     calibration = calibration_runs(plan, boot, lambda m: st.progress("designs " + m))
     per_op = {r["design"]: r["per_op"] for r in rows}
