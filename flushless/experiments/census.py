@@ -19,6 +19,7 @@ from ..testbed import build, qemu
 from ..testbed.boot import BootConfig, Testbed, _BootStalled
 from ..testbed.qemu import CPU
 from . import guests
+from . import results as results_files
 
 # Trials per configuration (the census's plan) and a quick one for trying the census out.
 PLAN = {"boot": 30, "race_rounds": 200, "pvh": 50, "passthrough": 20, "console_lines": 100000, "storm_s": 600,
@@ -597,8 +598,7 @@ def write_json(results):
     rows = load(os.path.join(results, "census", "census.jsonl"))
     doc = {"rows": len(rows), "summary": [dict(qemu_version=v, config=c, **s)
                                           for (v, c), s in sorted(summary(rows).items())]}
-    with open(os.path.join(results, "census", "census.json"), "w") as f:
-        json.dump(doc, f, indent=1, sort_keys=True)
+    results_files.write_json(os.path.join(results, "census", "census.json"), doc)
     return doc
 
 
