@@ -48,16 +48,18 @@ def resolve(args, rest=None):
     guest = getattr(args, "guest", None) or "dom0"
     design = designs.get(args.design) if args.design else None
     kernel, cache = _design_kernel_and_cache(args, design)
-    settings = _pool_settings(args, cache)
+    wants_pool = cache is not None or getattr(args, "pool_cap", None) is not None
     if kernel is None:
-        kernel = "built" if cache is not None or settings or guest != "dom0" else "debian"
-    elif kernel != "built" and (cache is not None or settings):
+        kernel = "built" if wants_pool or guest != "dom0" else "debian"
+    elif kernel != "built" and wants_pool:
         raise workloads.UsageError("--cache and --pool-cap need --kernel built (the %s kernel has no page-table "
                                    "pool)" % kernel)
+    settings = _pool_settings(args, cache)
     if guest != "dom0" and kernel == "debian":
         raise workloads.UsageError("--guest %s needs --kernel built or vanilla (dom0's toolstack needs Xen "
                                    "drivers that Debian's kernel has as modules)" % guest)
-    return Plan(kernel=kernel, xen_series=_xen_series(args, design), xen_args=_xen_args(args),
+    xen_args = _xen_args(args)
+    return Plan(kernel=kernel, xen_series=_xen_series(args, design), xen_args=xen_args,
                 mode=args.mode or ("relaxed" if guest != "dom0" else "strict"),
                 dom0_args=design.dom0_args if design else (), guest=guest, cache=cache, pool_settings=settings,
                 design=design, workload=workload, workload_args=workload_args or ())

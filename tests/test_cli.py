@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from flushless import cli, plan
 from flushless.testbed.build import REPO
 
 
@@ -45,6 +46,7 @@ def flushless(*args):
     (["run", "forkbench", "--guest", "hvm"], "invalid choice: 'hvm'"),
     (["run", "forkbench", "--aslr", "2"], "invalid choice: '2'"),
     (["run", "forkbench", "--guest", "pvh-hap", "--kernel", "debian"], "needs --kernel built or vanilla"),
+    (["run", "forkbench", "--kernel", "vanilla", "--cache", "off", "--pool-cap", "16"], "need --kernel built"),
 ])
 def test_bad_input_exits_2(args, msg):
     res = flushless(*args)
@@ -70,3 +72,20 @@ def test_native_boot_has_no_xen_and_no_iommu(tmp_path):
     assert not any("intel-iommu" in a or "edu" in a for a in argv)
     assert "console=ttyS0" in argv[argv.index("-append") + 1]
     assert "shift=0,sleep=off" in argv
+
+
+def resolved(*argv):
+    args, rest = cli.make_parser().parse_known_args(list(argv))
+    return plan.resolve(args, rest)
+
+
+def test_the_plan_is_resolved_once_from_the_arguments():
+    p = resolved("run", "forkbench", "--n", "5", "--guest", "pv-passthrough", "--cache", "on")
+    assert (p.kernel, p.mode, p.guest, p.cache, p.workload.name, p.workload_args) == (
+        "built", "relaxed", "pv-passthrough", "on", "forkbench", ("--n", "5"))
+    assert p.pool_settings and p.xen_series is None and p.has_domu
+    # A design brings its kernel, its cache and its Xen series; a domU takes the design's kernel.
+    p = resolved("run", "forkbench", "--design", "stock", "--guest", "pv-passthrough")
+    assert (p.kernel, p.cache, p.design.name, p.mode) == ("vanilla", None, "stock", "relaxed")
+    p = resolved("shell", "--design", "paper")
+    assert (p.kernel, p.cache, p.workload) == ("built", None, None) and p.xen_series

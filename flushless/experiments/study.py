@@ -13,7 +13,7 @@ Seven boots of the project-built Xen and dom0 (strict unless said):
   network    an e1000e: the TCP stream to the host, interleaved
 and the seed lab's benchmarks natively on the host. Each experiment writes
 results/NAME.json (configuration, versions, every run) and results/NAME.csv (its rows);
-report.py turns them into report/index.html.
+flushless/report/ turns them into report/index.html.
 
 Time scale: one paper minute is MINUTE_S seconds of testbed time holding the paper's 542
 process creations (churn runs at 542 * 60 / MINUTE_S per real minute). Emulation cannot
@@ -140,7 +140,7 @@ PROFILES = {
 
 STAGES = ("groups", "timing", "network", "io", "native", "native_kernel", "designs", "pte_modes", "seed")
 # What each stage does (its start line), and the results files (RESULTS/NAME.json and .csv)
-# it writes: report.py names a missing section by its stage.
+# it writes: the report names a missing section by its stage.
 STAGE_INTRO = {"groups": "the busy state in five boots: baseline, pre, adaptive, dyn, relaxed",
                "timing": "latencies, the CPU suite, a PTE page's cost and the seed benchmarks in one -icount boot",
                "network": "the TCP stream to the host",
@@ -354,7 +354,7 @@ class Study:
         """One stage, its start and end logged and recorded; None, or the failed stage's entry."""
         self.progress("stage %s %s: %s" % (position, name, STAGE_INTRO[name]))
         t0, before = time.monotonic(), dict(self.boots)
-        # A testbed boot resets SIGTERM to the default when it ends (testbed.py).
+        # A testbed boot resets SIGTERM to the default when it ends (boot.py).
         signal.signal(signal.SIGTERM, ledger.on_sigterm)
         try:
             self.ledger.run(name, self.depends(name), self.stage_function(name),
