@@ -396,6 +396,12 @@ def claims(docs, pub):
     return out
 
 
+def split(rows):
+    """(the study's rows, ours)."""
+    return ([r for r in rows if r["verdict"] in ("reproduced", "not reproduced")],
+            [r for r in rows if r["verdict"] in ("holds", "does not hold")])
+
+
 # The claims the README shows first, by their start.
 HEADLINE = ("IOTLB flushes/min, baseline", "IOTLB flushes/min, pre", "IOTLB flushes/min, dyn", "fork+execve latency",
             "TCP stream throughput", "The paper's design removes", "Every design with DMA protection",

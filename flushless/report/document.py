@@ -141,12 +141,11 @@ def page(docs, table, figs, results, out, missing=None):
     """index.html; TABLE: every claim (claims.claims)."""
     e = html.escape
     missing = missing or {}
-    # The first results file with the run's time scale (series' native_kernel.json has none).
-    any_doc = next((d for d in docs.values() if "time_scale" in d), {})
+    any_doc = run_doc(docs)
     ts = any_doc.get("time_scale") or {"meaning": "not recorded (no results of the testbed stages)",
                                        "churn_rate_per_real_min": "?", "minute_s": "?"}
     versions = any_doc.get("versions", {})
-    paper = [r for r in table if r["verdict"] in ("reproduced", "not reproduced")]
+    paper, _ = claims.split(table)
     ok = sum(1 for r in paper if r["verdict"] == "reproduced")
     held = sum(1 for r in table if r["verdict"] == "holds")
     good = ("reproduced", "holds")
@@ -246,15 +245,19 @@ compared within one boot or under -icount, as each rule says.
 """
 
 
+def run_doc(docs):
+    """The first results file with the run's time scale (series' native_kernel.json has none)."""
+    return next((d for d in docs.values() if "time_scale" in d), {})
+
+
 def run_stamp(docs):
-    doc = next((d for d in docs.values() if "time_scale" in d), {})
+    doc = run_doc(docs)
     return "the %s run of %s (flushless %s)" % (doc.get("profile", "?"), doc.get("generated", "?"),
                                                  doc.get("flushless_commit", "?"))
 
 
 def claims_doc(rows, docs):
-    paper = [r for r in rows if r["verdict"] in ("reproduced", "not reproduced")]
-    ours = [r for r in rows if r not in paper]
+    paper, ours = claims.split(rows)
     cols = ("claim", "paper", "ours", "verdict", "rule", "command", "file")
     return (CLAIMS_INTRO.format(run=run_stamp(docs)) + "\n## The study's claims\n\n" + claims.markdown(paper, cols)
             + "\n## Ours, beyond the study\n\n" + claims.markdown(ours, cols))
